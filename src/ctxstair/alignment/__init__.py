@@ -1,0 +1,1 @@
+"""Similarity and alignment between embedding and signature geometry (SPEC §3)."""

@@ -1,0 +1,98 @@
+"""Validation of array arguments shared by every module (SPEC §1 data model).
+
+Each checker returns a clean array or raises :class:`~ctxstair.errors.InputError` whose message
+names the argument and the allowed range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctxstair.errors import InputError, TooLargeError
+
+#: Default budget for one dense result, in bytes (float64 entries x 8).
+DEFAULT_MAX_BYTES = 2 * 1024**3
+
+
+def check_vocab_size(vocab_size: object) -> int:
+    """Return ``vocab_size`` as a positive int."""
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+        raise InputError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+    return int(vocab_size)
+
+
+def check_sequences(X: object, vocab_size: int, name: str = "X") -> np.ndarray:
+    """Check an integer token array of shape (n, L) with n >= 1, L >= 1 and ids in [0, vocab_size)."""
+    arr = np.asarray(X)
+    if arr.dtype.kind not in "iu":
+        raise InputError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise InputError(f"{name} must have shape (n_samples, seq_len), got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InputError(f"{name} is empty (shape {arr.shape}); need at least one sample and one position")
+    _check_id_range(arr, vocab_size, name)
+    return arr.astype(np.int64, copy=False)
+
+
+def check_labels(y: object, n_samples: int, vocab_size: int, name: str = "y") -> np.ndarray:
+    """Check an integer label array of shape (n_samples,) with ids in [0, vocab_size)."""
+    arr = np.asarray(y)
+    if arr.dtype.kind not in "iu":
+        raise InputError(f"{name} must hold integer label ids, got dtype {arr.dtype}")
+    if arr.shape != (n_samples,):
+        raise InputError(f"{name} must have shape ({n_samples},) to match X, got shape {arr.shape}")
+    _check_id_range(arr, vocab_size, name)
+    return arr.astype(np.int64, copy=False)
+
+
+def check_weights(weights: object, n_samples: int) -> np.ndarray:
+    """Check optional per-sample weights: shape (n_samples,), finite, >= 0, positive sum."""
+    if weights is None:
+        return np.ones(n_samples)
+    arr = np.asarray(weights, dtype=np.float64)
+    if arr.shape != (n_samples,):
+        raise InputError(f"weights must have shape ({n_samples},) to match X, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or arr.sum() <= 0:
+        raise InputError("weights must be finite, non-negative and not all zero")
+    return arr
+
+
+def check_id_subset(ids: object, vocab_size: int, name: str) -> np.ndarray:
+    """Return a token subset as int64 (k,), defaulting to all ids; no duplicates allowed."""
+    if ids is None:
+        return np.arange(vocab_size, dtype=np.int64)
+    arr = np.asarray(ids)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.dtype.kind not in "iu" or arr.ndim != 1 or arr.size == 0:
+        raise InputError(f"{name} must be a non-empty 1-D list of integer token ids, got {arr.dtype} shape {arr.shape}")
+    _check_id_range(arr, vocab_size, name)
+    if np.unique(arr).size != arr.size:
+        raise InputError(f"{name} contains duplicate token ids")
+    return arr.astype(np.int64, copy=False)
+
+
+def check_order(order: object, seq_len: int, minimum: int = 0) -> int:
+    """Check a signature order m with ``minimum <= m <= seq_len - 1``."""
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)):
+        raise InputError(f"order must be an integer, got {order!r}")
+    if not minimum <= order <= seq_len - 1:
+        raise InputError(f"order must be in {minimum}..{seq_len - 1} (sequence length L={seq_len}), got {order}")
+    return int(order)
+
+
+def check_dense_size(shape: tuple[int, ...], max_bytes: int | None, what: str, how: str) -> None:
+    """Refuse a float64 dense result of ``shape`` larger than ``max_bytes`` (before allocating)."""
+    budget = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    n_bytes = 8 * int(np.prod(shape, dtype=object))
+    if n_bytes > budget:
+        raise TooLargeError(
+            f"{what} of shape {shape} needs {n_bytes / 2**30:.2f} GiB, above the budget of "
+            f"{budget / 2**30:.2f} GiB; {how}, or raise max_bytes"
+        )
+
+
+def _check_id_range(arr: np.ndarray, vocab_size: int, name: str) -> None:
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise InputError(f"{name} contains token id {bad}; ids must be in 0..{vocab_size - 1} (vocab_size={vocab_size})")

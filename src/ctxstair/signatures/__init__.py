@@ -1,0 +1,1 @@
+"""Probability signatures of a dataset (SPEC §2)."""
