@@ -1,0 +1,158 @@
+"""Cosine matrices and their comparison on the strictly upper triangle (SPEC §3).
+
+Conventions used by the whole package:
+
+* **Zero rows.** A row of norm zero (a token that never occurs has an all-zero signature row,
+  SPEC §2) has cosine similarity 0 with every row, *including itself*: its diagonal entry is 0,
+  not 1. Mask such tokens with ``r_α > 0`` if they should not enter an alignment.
+* **Pairs.** Alignments use the strictly upper triangle ``a < b`` in ``np.triu_indices(n, 1)``
+  order: (0,1), (0,2), ..., (0,n-1), (1,2), ...
+* **Constant sets.** A set of values counts as constant when its range (max − min) is at most
+  ``rtol`` (default 1e-12) times its largest magnitude; an all-zero set is constant. A correlation
+  with a constant set is undefined: it is reported as NaN with ``defined = False``, and
+  ``one_minus_mse`` is the measure to read instead (SPEC §3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+from ctxstair.alignment._checks import float_array, square_stack
+from ctxstair.errors import InputError
+
+#: Relative tolerance below which a set of values counts as constant.
+CONSTANT_RTOL = 1e-12
+
+
+def cosine_matrix(M: object) -> np.ndarray:
+    """Cosine matrix ``S_ab = <M_a, M_b> / (|M_a| |M_b|)`` of the rows of ``M`` (SPEC §3).
+
+    Args:
+        M: (n, ...) one row per token; trailing axes are flattened.
+
+    Returns:
+        (n, n) float64. Rows of norm zero get similarity 0 with everything, including their own
+        diagonal entry.
+    """
+    return _flat_cosine(M, "M")
+
+
+def signature_cosine(sig: object) -> np.ndarray:
+    """Signature geometry ``S^sig,(m)``: cosine matrix of per-token signatures (SPEC §3).
+
+    Args:
+        sig: (T, ...) a signature of T tokens, e.g. order 0 (T, V_labels) or order m
+            (T, V_labels, P, ..., P); flattened over all trailing axes (over ``ν`` for order 0).
+
+    Returns:
+        (T, T) float64; a token that never occurs (all-zero row) has similarity 0 with every token,
+        itself included.
+    """
+    return _flat_cosine(sig, "sig")
+
+
+def upper_triangle(S: object) -> np.ndarray:
+    """Entries ``S[a, b]`` with ``a < b`` in ``np.triu_indices(n, 1)`` order.
+
+    Args:
+        S: (n, n) or a stack (..., n, n).
+
+    Returns:
+        (..., n(n-1)/2).
+    """
+    arr = square_stack(S, "S")
+    rows, cols = np.triu_indices(arr.shape[-1], 1)
+    return arr[..., rows, cols]
+
+
+def compare(S_a: object, S_b: object, *, rtol: float = CONSTANT_RTOL) -> dict:
+    """Alignment of two similarity matrices on their strictly upper triangles (SPEC §3).
+
+    Args:
+        S_a: (n, n) or a stack (..., n, n), e.g. embedding cosine matrices of S snapshots (S, n, n).
+        S_b: (n, n) or a stack whose leading axes broadcast against those of ``S_a``.
+        rtol: relative tolerance under which a triangle counts as constant (module docstring).
+
+    Returns:
+        dict with ``pearson``, ``spearman``, ``one_minus_mse`` (= 1 − mean((a − b)²), always
+        defined) and ``defined`` (False when either triangle is constant; the two correlations are
+        then NaN). Values are Python scalars for two single matrices, otherwise arrays of the
+        broadcast leading shape.
+    """
+    A, B = square_stack(S_a, "S_a"), square_stack(S_b, "S_b")
+    if A.shape[-1] != B.shape[-1]:
+        raise InputError(f"S_a and S_b must be matrices of the same size, got shapes {A.shape} and {B.shape}")
+    try:
+        np.broadcast_shapes(A.shape, B.shape)
+    except ValueError:
+        raise InputError(f"the stacks S_a {A.shape} and S_b {B.shape} do not broadcast against each other") from None
+    a, b = np.broadcast_arrays(upper_triangle(A), upper_triangle(B))
+    pearson, defined = _pearson(a, b, rtol)
+    spearman = np.where(defined, _pearson(rankdata(a, axis=-1), rankdata(b, axis=-1), rtol)[0], np.nan)
+    result = {
+        "pearson": pearson,
+        "spearman": spearman,
+        "one_minus_mse": 1.0 - np.mean((a - b) ** 2, axis=-1),
+        "defined": defined,
+    }
+    return {key: _scalar_if_0d(value) for key, value in result.items()}
+
+
+def partial_correlation(S_emb: object, S_1: object, S_0: object, *, rtol: float = CONSTANT_RTOL) -> float | np.ndarray:
+    """Pearson partial correlation of ``S_emb`` with ``S_1`` controlling for ``S_0`` (SPEC §3).
+
+    "Separating the orders": with ``S_1`` the order-1 signature similarity and ``S_0`` the order-0
+    one, this is the part of the alignment with order 1 that order 0 does not already explain.
+    Computed from the three pairwise Pearson correlations of the upper triangles (:func:`compare`):
+    ``(r_e1 − r_e0 r_10) / sqrt((1 − r_e0²)(1 − r_10²))``.
+
+    Args:
+        S_emb: (n, n) or a stack (..., n, n) of embedding cosine matrices.
+        S_1, S_0: (n, n) (or broadcasting stacks).
+        rtol: constant-triangle tolerance passed to :func:`compare`.
+
+    Returns:
+        float (or array of the leading shape); NaN when any correlation is undefined or when ``S_1``
+        or ``S_emb`` is perfectly correlated with ``S_0`` (nothing is left after controlling for it).
+    """
+    r_e1 = np.asarray(compare(S_emb, S_1, rtol=rtol)["pearson"])
+    r_e0 = np.asarray(compare(S_emb, S_0, rtol=rtol)["pearson"])
+    r_10 = np.asarray(compare(S_1, S_0, rtol=rtol)["pearson"])
+    denom = np.sqrt((1 - r_e0**2) * (1 - r_10**2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(denom > 1e-12, (r_e1 - r_e0 * r_10) / denom, np.nan)
+    return _scalar_if_0d(np.clip(out, -1.0, 1.0))
+
+
+def _flat_cosine(M: object, name: str) -> np.ndarray:
+    arr = float_array(M, name, min_ndim=2)
+    return _cosine(arr.reshape(arr.shape[0], -1))
+
+
+def _cosine(M: np.ndarray) -> np.ndarray:
+    """Cosine matrices of stacked row sets: (..., n, d) -> (..., n, n); zero rows give zeros."""
+    norms = np.linalg.norm(M, axis=-1, keepdims=True)
+    unit = np.divide(M, norms, out=np.zeros_like(M), where=norms > 0)
+    return unit @ np.swapaxes(unit, -1, -2)
+
+
+def _is_constant(x: np.ndarray, rtol: float) -> np.ndarray:
+    """True where the values along the last axis span at most ``rtol`` times their largest magnitude."""
+    return np.ptp(x, axis=-1) <= rtol * np.abs(x).max(axis=-1)
+
+
+def _pearson(a: np.ndarray, b: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pearson r along the last axis and whether it is defined (neither side constant); r is NaN if not."""
+    defined = ~(_is_constant(a, rtol) | _is_constant(b, rtol))
+    ac = a - a.mean(axis=-1, keepdims=True)
+    bc = b - b.mean(axis=-1, keepdims=True)
+    denom = np.sqrt((ac**2).sum(axis=-1) * (bc**2).sum(axis=-1))
+    r = (ac * bc).sum(axis=-1) / np.where(defined, denom, 1.0)
+    return np.where(defined, np.clip(r, -1.0, 1.0), np.nan), defined
+
+
+def _scalar_if_0d(x: np.ndarray):
+    """Python scalar for a 0-d array, the array otherwise."""
+    x = np.asarray(x)
+    return x.item() if x.ndim == 0 else x

@@ -1,0 +1,80 @@
+"""The command line: outputs of `ctxstair signatures`, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ctxstair import signatures, tasks
+from ctxstair.cli import main
+
+
+def test_tasks_lists_every_task(capsys):
+    assert main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    for info in tasks.list():
+        assert info.name in out
+
+
+def test_signatures_writes_arrays_task_info_and_figures(tmp_path, capsys):
+    out = tmp_path / "sig"
+    assert main(["signatures", "add", "--set", "N=8", "--order", "1", "--out", str(out)]) == 0
+    assert str(out) in capsys.readouterr().out
+    saved = np.load(out / "signatures.npz")
+    ds = tasks.make("add", N=8)
+    expected = signatures.label_signature(ds.X, ds.y, 1, ds.vocab_size, tokens=ds.tokens,
+                                          labels=saved["labels"], context=saved["context"])
+    np.testing.assert_array_equal(saved["order1"], expected)
+    assert saved["order0"].shape == (8, 15)  # labels 2..16 occur
+    info = json.loads((out / "task.json").read_text())
+    assert info["params"]["N"] == 8 and info["orders"] == [0, 1]
+    for name in ["signature_similarity.png", "signature_pca.png"]:
+        assert (out / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sig"]  # no staging leftovers
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["signatures", "nosuchtask"], "unknown task 'nosuchtask'"),
+        (["signatures", "add", "--set", "Q=3"], "unknown parameter 'Q' for task 'add'"),
+        (["signatures", "add", "--set", "N=abc"], "parameter 'N' of task 'add' must be of type int"),
+        (["signatures", "add", "--set", "N"], "--set expects key=value"),
+        (["signatures", "add", "--order", "2"], "order must be in 0..1"),
+        (["signatures", "sum_mod", "--set", "L=4", "--set", "N=6", "--order", "3", "--max-gib", "0.000001"], "GiB"),
+        (["signatures", "add", "--order", "x"], "invalid int value"),
+        (["nosuchcommand"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_no_output(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    if argv[0] == "signatures":
+        argv = argv + ["--out", str(out)]
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own usage errors
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_output_is_kept_unless_forced(tmp_path, capsys):
+    out = tmp_path / "sig"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    assert main(["signatures", "add", "--set", "N=5", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (out / "mine.txt").exists()
+    assert main(["signatures", "add", "--set", "N=5", "--out", str(out), "--force"]) == 0
+    assert not (out / "mine.txt").exists() and (out / "signatures.npz").exists()
+
+
+def test_entry_point_prints_no_traceback():
+    run = subprocess.run([sys.executable, "-m", "ctxstair", "signatures", "add", "--set", "N=-3"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.startswith("ctxstair: error:") and "Traceback" not in run.stderr
