@@ -9,7 +9,7 @@ from ctxstair.errors import InputError
 
 
 def linear_cka(A: object, B: object) -> float:
-    """Centred linear CKA (Kornblith et al., 2019) between two representations of the same n tokens.
+    """Centred linear CKA (Kornblith et al., 2019) between two representations of the same n tokens (SPEC §3).
 
     ``CKA = <K_A, K_B>_F / (|K_A|_F |K_B|_F)`` with ``K = X_c X_c^T`` the Gram matrix of the
     column-centred rows. Invariant to orthogonal transforms and isotropic scaling of either side.
@@ -30,7 +30,7 @@ def linear_cka(A: object, B: object) -> float:
 
 
 def topk_overlap(S_a: object, S_b: object, k: int) -> float:
-    """Mean over tokens of the shared fraction of their k nearest neighbours in two geometries.
+    """Mean over tokens of the shared fraction of their k nearest neighbours in two geometries (SPEC §3).
 
     Neighbours of ``i`` are the ``k`` other tokens with the largest similarity ``S[i, j]`` (``i``
     itself excluded); ties are broken in favour of the lower index.

@@ -8,7 +8,7 @@ from ctxstair.errors import InputError
 
 
 def pca(M: np.ndarray, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """Project the rows of ``M`` on their top principal components.
+    """Project the rows of ``M`` on their top principal components (SPEC §3, "PCA of both spaces").
 
     Args:
         M: (n, ...) per-token vectors; trailing axes are flattened.

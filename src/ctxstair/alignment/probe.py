@@ -21,7 +21,7 @@ from ctxstair.alignment.similarity import CONSTANT_RTOL, _cosine, upper_triangle
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """Held-out result of :func:`probe_alignment` (never the training score).
+    """Held-out result of :func:`probe_alignment` (SPEC §3; never the training score).
 
     Attributes:
         heldout_pearson: (S,) mean over folds of the held-out Pearson r, one per snapshot; NaN if

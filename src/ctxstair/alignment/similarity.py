@@ -53,7 +53,7 @@ def signature_cosine(sig: object) -> np.ndarray:
 
 
 def upper_triangle(S: object) -> np.ndarray:
-    """Entries ``S[a, b]`` with ``a < b`` in ``np.triu_indices(n, 1)`` order.
+    """Entries ``S[a, b]`` with ``a < b`` in ``np.triu_indices(n, 1)`` order: the pairs of SPEC §3.
 
     Args:
         S: (n, n) or a stack (..., n, n).

@@ -20,7 +20,7 @@ from ctxstair.io import atomic_write_bytes  # noqa: E402
 
 
 def similarity_heatmap(ax: plt.Axes, S: np.ndarray, token_ids: np.ndarray, title: str) -> None:
-    """Heatmap of a cosine-similarity matrix S (n, n) over tokens ``token_ids`` (n,), colour range [-1, 1]."""
+    """Heatmap of a cosine-similarity matrix S (n, n) (SPEC §3) over tokens ``token_ids`` (n,), colour range [-1, 1]."""
     image = ax.imshow(S, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     step = max(1, len(token_ids) // 10)
     ticks = np.arange(0, len(token_ids), step)
@@ -33,7 +33,7 @@ def similarity_heatmap(ax: plt.Axes, S: np.ndarray, token_ids: np.ndarray, title
 
 
 def pca_scatter(ax: plt.Axes, M: np.ndarray, token_ids: np.ndarray, title: str) -> None:
-    """Scatter of the rows of M (n, ...) on their first two principal components, each point labelled
+    """Scatter of the rows of M (n, ...) on their first two principal components (SPEC §3), each point labelled
     with its token id and coloured by its position in ``token_ids`` (numeric order for numbers)."""
     coords, explained = pca(M, 2)
     colours = np.linspace(0, 1, len(token_ids))

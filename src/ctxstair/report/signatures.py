@@ -20,7 +20,7 @@ from ctxstair.signatures.hierarchy import SignatureHierarchy
 
 
 def signature_views(sigs: SignatureHierarchy) -> list[tuple[str, np.ndarray]]:
-    """(title, per-token array (T, ...)) for every view drawn by :func:`write_signature_figures`."""
+    """SPEC §2-3 views: (title, per-token array (T, ...)) for every view drawn by :func:`write_signature_figures`."""
     views = [(f"order-{m} label signatures" + (" (flattened)" if m else ""), sig) for m, sig in enumerate(sigs.orders)]
     if len(sigs.orders) > 1:
         k = sigs.context.size // 2
@@ -29,7 +29,7 @@ def signature_views(sigs: SignatureHierarchy) -> list[tuple[str, np.ndarray]]:
 
 
 def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path) -> list[Path]:
-    """Write ``signature_similarity.png`` (cosine heatmap per view) and ``signature_pca.png`` (PCA of
+    """Write ``signature_similarity.png`` (cosine heatmap per view, SPEC §3) and ``signature_pca.png`` (PCA of
     the task tokens per view) into ``out_dir``; return the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     views = signature_views(sigs)

@@ -13,7 +13,7 @@ from ctxstair.tasks.dataset import Dataset
 
 @dataclass(frozen=True)
 class SignatureHierarchy:
-    """Label signatures of orders ``0..len(orders)-1`` of one dataset.
+    """Label signatures of orders ``0..len(orders)-1`` of one dataset (SPEC §2).
 
     Attributes:
         tokens: (T,) conditioning tokens α (the dataset's ``tokens``).
@@ -37,7 +37,7 @@ class SignatureHierarchy:
 
 
 def signature_hierarchy(dataset: Dataset, max_order: int, max_bytes: int | None = None) -> SignatureHierarchy:
-    """Label signatures of orders 0..max_order of ``dataset`` restricted to the ids that occur.
+    """Label signatures (SPEC §2) of orders 0..max_order of ``dataset``, restricted to the ids that occur.
 
     Labels are restricted to ids that occur in ``y`` and context to ids that occur in ``X``; entries
     outside are zero by definition, so nothing is lost. Every order's size is checked against

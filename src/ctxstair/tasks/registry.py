@@ -47,12 +47,12 @@ def _info(name: str) -> TaskInfo:
 
 
 def list_tasks() -> list[TaskInfo]:
-    """Every registered task, sorted by name."""
+    """Every registered task (SPEC §8, §9), sorted by name."""
     return [_info(name) for name in sorted(_REGISTRY)]
 
 
 def make(name: str, **params: Any) -> Dataset:
-    """Build the dataset of task ``name`` with parameters ``params`` (defaults for the rest).
+    """Build the dataset of task ``name`` (SPEC §8, §9) with ``params`` (defaults for the rest).
 
     Parameters are checked against the generator's signature: an unknown one, or a value whose type
     does not match the default's (int for int, float accepts int, tuple/list for tuples), raises
