@@ -1,18 +1,140 @@
-"""Command-line overrides: ``--set key=value`` pairs parsed into typed Python values."""
+"""Typed run configuration: nested dataclasses, YAML files and dotted ``--set`` overrides.
+
+    cfg = RunConfig()                                   # defaults
+    cfg = apply_overrides(cfg, parse_overrides(["train.lr=0.01", "task.N=40", "model.init.gamma=0.8"]))
+    dump_yaml(cfg)                                      # the resolved config saved with every run
+
+``task.<param>`` overrides go to ``task.params`` and are checked by the task registry; every other
+key must name a field. An unknown key or a bad value raises InputError naming the key and what is
+allowed (the CLI turns it into exit code 2).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from ctxstair.errors import InputError
 
+OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
+DTYPES = ("float32", "float64")
+
+
+@dataclass
+class TaskConfig:
+    """Which dataset to train on (SPEC §8): a registered task and its parameters."""
+
+    name: str = "add"
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class InitConfig:
+    """γ-initialization (SPEC §4): std ``d_in^-γ``; per-tensor γ overrides default to ``gamma``."""
+
+    gamma: float = 1.0
+    embedding: float | None = None
+    unembedding: float | None = None
+
+
+@dataclass
+class ModelConfig:
+    """The CBOW model of SPEC §5: width d, activation (``poly`` uses ``coeffs`` C_1..C_K,
+    ``monomial`` uses ``power`` K)."""
+
+    kind: str = "cbow"
+    d: int = 128
+    activation: str = "relu"
+    coeffs: list[float] = field(default_factory=lambda: [1.0, 1.0])
+    power: int = 2
+    init: InitConfig = field(default_factory=InitConfig)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation (SPEC §5 "Training"): ``gd`` is full-batch gradient descent; ``batch_size`` 0
+    means full batch; ``members`` ensemble members get seeds ``seed, seed+1, ...``."""
+
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    epochs: int = 3000
+    batch_size: int = 0
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 0
+    members: int = 1
+    dtype: str = "float32"
+
+
+@dataclass
+class SnapshotConfig:
+    """Snapshot schedule: ``log_points`` log-spaced epochs up to ``every``, then every ``every`` epochs
+    (epoch 0 and the last epoch always included)."""
+
+    log_points: int = 16
+    every: int = 100
+
+
+@dataclass
+class AnalysisConfig:
+    """Alignment analysis after training (SPEC §3); probe defaults are the paper's settings."""
+
+    enabled: bool = True
+    probe_folds: int = 5
+    probe_steps: int = 300
+    probe_lr: float = 0.01
+    probe_restarts: int = 1
+    probe_seed: int = 0
+
+
+@dataclass
+class RunConfig:
+    """One training run: a recipe name and its task, model, training, snapshot and analysis settings."""
+
+    recipe: str = "custom"
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    snapshots: SnapshotConfig = field(default_factory=SnapshotConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+
+    def validate(self) -> "RunConfig":
+        """Check value ranges and choices; return self or raise InputError naming the key."""
+        _choice("train.optimizer", self.train.optimizer, OPTIMIZERS)
+        _choice("model.activation", self.model.activation, ACTIVATIONS)
+        _choice("model.kind", self.model.kind, ("cbow",))
+        _choice("train.dtype", self.train.dtype, DTYPES)
+        for key, value, low in [
+            ("model.d", self.model.d, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
+            ("train.batch_size", self.train.batch_size, 0), ("train.members", self.train.members, 1),
+            ("train.seed", self.train.seed, 0), ("snapshots.log_points", self.snapshots.log_points, 0),
+            ("snapshots.every", self.snapshots.every, 1), ("analysis.probe_folds", self.analysis.probe_folds, 2),
+            ("analysis.probe_steps", self.analysis.probe_steps, 0), ("analysis.probe_restarts", self.analysis.probe_restarts, 1),
+        ]:
+            if value < low:
+                raise InputError(f"{key} must be >= {low}, got {value}")
+        for key, value in [("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
+                           ("model.init.gamma", self.model.init.gamma)]:
+            if not value > 0:
+                raise InputError(f"{key} must be > 0, got {value}")
+        for key, value in [("train.momentum", self.train.momentum), ("train.weight_decay", self.train.weight_decay)]:
+            if value < 0:
+                raise InputError(f"{key} must be >= 0, got {value}")
+        if self.model.activation == "poly" and not self.model.coeffs:
+            raise InputError("model.coeffs must list at least one coefficient C_1 for activation 'poly'")
+        return self
+
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """Parse ``["N=40", "law=poisson", "shifts=[5,1,-2,-8]"]`` into ``{"N": 40, ...}``.
+    """Parse ``["train.lr=0.01", "task.law=poisson", "model.coeffs=[1, 0.5]"]`` into a dict.
 
-    Values are read as YAML scalars or lists (ints, floats, booleans, strings, ``[a, b]``); a
+    Values are read as YAML scalars or lists (ints, floats, booleans, null, strings, ``[a, b]``); a
     malformed item or a repeated key raises InputError naming it.
     """
     parsed: dict[str, Any] = {}
@@ -27,5 +149,106 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else raw
         except yaml.YAMLError:
             value = raw
-        parsed[key] = raw if isinstance(value, dict) or value is None else value
+        parsed[key] = raw if isinstance(value, dict) else value
     return parsed
+
+
+def apply_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """Return a copy of ``cfg`` with dotted overrides applied and type-checked, then validated."""
+    cfg = from_dict(to_dict(cfg))
+    for key, value in overrides.items():
+        path = key.split(".")
+        if path[0] == "task" and len(path) == 2 and path[1] not in ("name", "params"):
+            cfg.task.params[path[1]] = value
+            continue
+        target = cfg
+        for depth, name in enumerate(path):
+            fields = {f.name: f for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target) else {}
+            prefix = ".".join(path[:depth]) or "the config"
+            if name not in fields:
+                raise InputError(f"unknown config key {key!r}: {prefix} has {', '.join(fields) or 'no sub-keys'}")
+            if depth == len(path) - 1:
+                if dataclasses.is_dataclass(getattr(target, name)):
+                    raise InputError(f"config key {key!r} is a section; set one of its keys, e.g. {key}.<name>")
+                setattr(target, name, _coerce(key, value, _field_types(type(target))[name]))
+            else:
+                target = getattr(target, name)
+    return cfg.validate()
+
+
+def to_dict(cfg: RunConfig) -> dict[str, Any]:
+    """Plain nested dict of the config (for YAML)."""
+    return dataclasses.asdict(cfg)
+
+
+def from_dict(data: dict[str, Any]) -> RunConfig:
+    """Build a RunConfig from a nested dict (e.g. a saved ``config.yaml``), checking every key."""
+    return _build(RunConfig, data, "")
+
+
+def dump_yaml(cfg: RunConfig) -> str:
+    """The resolved config as YAML, in field order."""
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def load_yaml(text: str) -> RunConfig:
+    """Parse a YAML config (InputError on malformed YAML or unknown keys)."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise InputError(f"config is not valid YAML: {error}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise InputError("config must be a YAML mapping of sections")
+    return from_dict(data).validate()
+
+
+def _build(cls: type, data: Any, prefix: str):
+    if not isinstance(data, dict):
+        raise InputError(f"config section {prefix or 'root'!r} must be a mapping, got {data!r}")
+    types_ = _field_types(cls)
+    unknown = set(data) - set(types_)
+    if unknown:
+        raise InputError(f"unknown config key {prefix + sorted(unknown)[0]!r}; allowed: {', '.join(types_)}")
+    kwargs = {}
+    for name, value in data.items():
+        kind = types_[name]
+        if dataclasses.is_dataclass(kind):
+            kwargs[name] = _build(kind, value, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(prefix + name, value, kind)
+    return cls(**kwargs)
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    """Check ``value`` against the annotation ``kind``; ints are accepted for floats."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        return _coerce(key, value, next(a for a in args if a is not type(None)))
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"{key} must be a list like [1.0, 0.5], got {value!r}")
+        return [_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"{key} must be a mapping, got {value!r}")
+        return dict(value)
+    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind in (str, bool) and isinstance(value, kind):
+        return value
+    if kind is Any:
+        return value
+    raise InputError(f"{key} must be of type {getattr(kind, '__name__', kind)}, got {value!r}")
+
+
+def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InputError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")

@@ -1,0 +1,144 @@
+"""Recipes: named experiments of SPEC §8 with default configs, measured key numbers and a report.
+
+A recipe has one or several runs. A single-run recipe writes its run directory at ``--out``; a
+multi-run recipe writes one run directory per part under ``--out/<part>/`` plus ``recipe.json``.
+Either way ``--out`` ends up with ``summary.json``, ``figures/`` and ``report.html``, and
+``ctxstair report DIR`` rebuilds them from the files alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import matplotlib.pyplot as plt
+
+from ctxstair import rundir, tasks
+from ctxstair.alignment.snapshots import analyse_run
+from ctxstair.config import RunConfig, apply_overrides, load_yaml
+from ctxstair.errors import InputError
+from ctxstair.report.figures import save_figure
+from ctxstair.report.html import write_report
+from ctxstair.train import train_run
+
+
+@dataclass(frozen=True)
+class KeyNumber:
+    """One measured quantity next to its expectation; ``met`` is None where nothing is asserted."""
+
+    name: str
+    measured: str
+    expected: str
+    met: bool | None
+
+
+@dataclass
+class Outcome:
+    """What a recipe concludes from its runs: key numbers, one paragraph, figures, raw summary."""
+
+    key_numbers: list[KeyNumber]
+    paragraph: str
+    figures: dict[str, tuple[str, plt.Figure]] = field(default_factory=dict)  # file name -> (caption, figure)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named experiment: ``runs()`` gives part name -> default config ('' for a single run)."""
+
+    name: str
+    figure: str
+    expectation: str
+    cpu_time: str
+    runs: Callable[[], dict[str, RunConfig]]
+    conclude: Callable[[Path, dict[str, Path]], Outcome]
+
+
+_RECIPES: dict[str, Recipe] = {}
+
+
+def register(recipe: Recipe) -> Recipe:
+    """Add ``recipe`` to the registry."""
+    _RECIPES[recipe.name] = recipe
+    return recipe
+
+
+def get(name: str) -> Recipe:
+    """The recipe called ``name``; InputError listing the recipes otherwise."""
+    if name not in _RECIPES:
+        raise InputError(f"unknown recipe {name!r}; available: {', '.join(sorted(_RECIPES))}")
+    return _RECIPES[name]
+
+
+def all_recipes() -> list[Recipe]:
+    """Every recipe, by name."""
+    return [_RECIPES[k] for k in sorted(_RECIPES)]
+
+
+def resolve(recipe: Recipe, overrides: dict[str, Any], seeds: int | None = None) -> dict[str, RunConfig]:
+    """The recipe's configs with ``overrides`` (and ``train.members = seeds``) applied and checked.
+
+    Every task is built once here so that a bad parameter fails before anything is written."""
+    if seeds is not None:
+        if seeds < 1:
+            raise InputError(f"--seeds must be >= 1, got {seeds}")
+        overrides = {**overrides, "train.members": seeds}
+    configs = {part: apply_overrides(cfg, overrides) for part, cfg in recipe.runs().items()}
+    for cfg in configs.values():
+        tasks.make(cfg.task.name, **cfg.task.params)
+    return configs
+
+
+def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = None, *, seeds: int | None = None,
+               resume: bool = False, force: bool = False, progress: bool | None = None) -> Path:
+    """Train, analyse and report recipe ``name`` into ``out``; return ``out``."""
+    recipe, out = get(name), Path(out)
+    configs = resolve(recipe, overrides or {}, seeds)
+    single = list(configs) == [""]
+    if not single:
+        if out.exists() and not (resume or force):
+            raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
+        if resume and not (out / "recipe.json").is_file():
+            raise InputError(f"cannot resume {out}: no recipe.json there")
+        if force and out.exists():
+            shutil.rmtree(out)
+    paths = {part: out / part if part else out for part in configs}
+    for part, cfg in configs.items():
+        path = paths[part]
+        exists = path.exists() if part else (out / "config.yaml").exists()
+        train_run(cfg, path, resume=resume and exists, force=force and single, progress=progress)
+        if cfg.analysis.enabled and not (resume and (path / "alignment.csv").is_file()):
+            analyse_run(path, cfg.analysis)
+        if not single and part == next(iter(configs)):
+            rundir.write_json(out, "recipe.json", {"recipe": name, "parts": list(configs)})
+    return write_recipe_report(out)
+
+
+def write_recipe_report(out: str | Path) -> Path:
+    """(Re)build ``summary.json``, ``figures/`` and ``report.html`` of a recipe output directory."""
+    out = Path(out)
+    name, parts = _identify(out)
+    recipe = get(name)
+    paths = {part: out / part if part else out for part in parts}
+    outcome = recipe.conclude(out, paths)
+    captions = []
+    for file_name, (caption, fig) in outcome.figures.items():
+        save_figure(fig, out / "figures" / file_name)
+        captions.append((caption, out / "figures" / file_name))
+    rundir.write_json(out, "summary.json", {"recipe": name, "key_numbers": [asdict(k) for k in outcome.key_numbers],
+                                            **outcome.summary})
+    write_report(out, title=f"{name} — {recipe.figure}", summary_paragraph=outcome.paragraph,
+                 key_numbers=[asdict(k) for k in outcome.key_numbers], figures=captions)
+    return out
+
+
+def _identify(out: Path) -> tuple[str, list[str]]:
+    """(recipe name, parts) of a recipe output directory."""
+    if (out / "recipe.json").is_file():
+        info = rundir.read_json(out, "recipe.json")
+        return info["recipe"], info["parts"]
+    if (out / "config.yaml").is_file():
+        return load_yaml((out / "config.yaml").read_text()).recipe, [""]
+    raise InputError(f"{out} is not a ctxstair run directory (no config.yaml or recipe.json)")

@@ -1,0 +1,167 @@
+"""Read and write the run directory, the file contract of ``docs/run-directory.md``.
+
+Writers are atomic (temporary file, then rename); readers return plain numpy arrays and dicts so
+that notebooks and other tools need nothing but this module.
+
+    from ctxstair import rundir
+    metrics = rundir.read_metrics("runs/staircase-add")       # {'member', 'epoch', 'loss', 'acc'}
+    W = rundir.load_snapshot("runs/staircase-add", 100)        # {'W_E': (K, V, d), 'W_U': (K, V, d)}
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load as load_safetensors
+from safetensors.numpy import save as save_safetensors
+
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_write_bytes, atomic_write_text
+from ctxstair.signatures.hierarchy import SignatureHierarchy
+
+ALIGNMENT_COLUMNS = ("member", "epoch", "signature", "pearson", "spearman", "one_minus_mse", "defined")
+SNAPSHOT_DIR = "snapshots"
+
+
+def snapshot_path(run_dir: str | os.PathLike, epoch: int) -> Path:
+    """Path of the snapshot file of ``epoch``."""
+    return Path(run_dir) / SNAPSHOT_DIR / f"epoch_{epoch:06d}.safetensors"
+
+
+def save_snapshot(run_dir: str | os.PathLike, epoch: int, tensors: dict[str, np.ndarray]) -> None:
+    """Write named arrays (member axis first) for ``epoch`` as safetensors, atomically."""
+    data = save_safetensors({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata={"epoch": str(epoch)})
+    atomic_write_bytes(snapshot_path(run_dir, epoch), data)
+
+
+def snapshot_epochs(run_dir: str | os.PathLike) -> list[int]:
+    """Sorted epochs that have a snapshot."""
+    folder = Path(run_dir) / SNAPSHOT_DIR
+    return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.safetensors")) if folder.is_dir() else []
+
+
+def load_snapshot(run_dir: str | os.PathLike, epoch: int) -> dict[str, np.ndarray]:
+    """Arrays of the snapshot at ``epoch`` (e.g. ``W_E`` (K, V, d)); InputError if missing or unreadable."""
+    path = snapshot_path(run_dir, epoch)
+    try:
+        return load_safetensors(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(f"no snapshot for epoch {epoch} in {Path(run_dir)} (have: {snapshot_epochs(run_dir)})") from None
+    except Exception as error:  # safetensors raises its own error types for corrupt files
+        raise InputError(f"snapshot file {path} is unreadable: {error}") from None
+
+
+def write_metrics(run_dir: str | os.PathLike, rows: list[dict]) -> None:
+    """Write ``metrics.jsonl`` (one object per member and epoch) atomically."""
+    atomic_write_text(Path(run_dir) / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def read_metrics(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
+    """``metrics.jsonl`` as columns ``member``, ``epoch`` (int) and ``loss``, ``acc`` (float), file order."""
+    rows = [json.loads(line) for line in _read_text(run_dir, "metrics.jsonl").splitlines() if line.strip()]
+    return {
+        "member": np.array([r["member"] for r in rows], dtype=np.int64),
+        "epoch": np.array([r["epoch"] for r in rows], dtype=np.int64),
+        "loss": np.array([r["loss"] for r in rows], dtype=np.float64),
+        "acc": np.array([r["acc"] for r in rows], dtype=np.float64),
+    }
+
+
+def write_alignment(run_dir: str | os.PathLike, rows: list[dict]) -> None:
+    """Write ``alignment.csv`` with :data:`ALIGNMENT_COLUMNS`; NaN is written as an empty field."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=ALIGNMENT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(row[k]) for k in ALIGNMENT_COLUMNS})
+    atomic_write_text(Path(run_dir) / "alignment.csv", buffer.getvalue())
+
+
+def read_alignment(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
+    """``alignment.csv`` as columns: ``member``, ``epoch`` (int), ``signature`` (str), ``pearson``,
+    ``spearman``, ``one_minus_mse`` (float, NaN where empty), ``defined`` (bool)."""
+    rows = list(csv.DictReader(io.StringIO(_read_text(run_dir, "alignment.csv"))))
+    number = lambda key: np.array([float(r[key]) if r[key] else np.nan for r in rows])  # noqa: E731
+    return {
+        "member": np.array([int(r["member"]) for r in rows], dtype=np.int64),
+        "epoch": np.array([int(r["epoch"]) for r in rows], dtype=np.int64),
+        "signature": np.array([r["signature"] for r in rows], dtype=str),
+        "pearson": number("pearson"),
+        "spearman": number("spearman"),
+        "one_minus_mse": number("one_minus_mse"),
+        "defined": np.array([r["defined"] == "true" for r in rows], dtype=bool),
+    }
+
+
+def alignment_series(table: dict[str, np.ndarray], signature: str, member: int, column: str = "pearson"):
+    """(epochs, values) of one signature and member from :func:`read_alignment`'s table, by epoch."""
+    keep = (table["signature"] == signature) & (table["member"] == member)
+    order = np.argsort(table["epoch"][keep])
+    return table["epoch"][keep][order], table[column][keep][order]
+
+
+def read_signatures(run_dir: str | os.PathLike) -> SignatureHierarchy:
+    """``signatures.npz`` of a run directory as a :class:`~ctxstair.signatures.SignatureHierarchy`
+    (``tokens`` (T,), ``labels`` (K_l,), ``context`` (P,), ``occurrence`` (V,), ``orders`` =
+    (order0 (T, K_l), order1 (T, K_l, P), ...) as present). InputError if missing or incomplete."""
+    path = Path(run_dir) / "signatures.npz"
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except FileNotFoundError:
+        raise InputError(f"{path} not found: is {Path(run_dir)} a ctxstair run directory?") from None
+    except Exception as error:  # zipfile / numpy raise several types for corrupt files
+        raise InputError(f"{path} is unreadable: {error}") from None
+    missing = [k for k in ("tokens", "labels", "context", "occurrence", "order0") if k not in arrays]
+    if missing:
+        raise InputError(f"{path} lacks the arrays {missing}")
+    orders = []
+    while f"order{len(orders)}" in arrays:
+        orders.append(arrays[f"order{len(orders)}"])
+    return SignatureHierarchy(tokens=arrays["tokens"], labels=arrays["labels"], context=arrays["context"],
+                              occurrence=arrays["occurrence"], orders=tuple(orders))
+
+
+def write_json(run_dir: str | os.PathLike, name: str, payload: dict) -> None:
+    """Write ``name`` (e.g. ``summary.json``) as indented JSON, atomically; NaN becomes null."""
+    atomic_write_text(Path(run_dir) / name, json.dumps(_json_safe(payload), indent=2) + "\n")
+
+
+def read_json(run_dir: str | os.PathLike, name: str) -> dict:
+    """Parse a JSON file of the run directory."""
+    return json.loads(_read_text(run_dir, name))
+
+
+def _read_text(run_dir: str | os.PathLike, name: str) -> str:
+    path = Path(run_dir) / name
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path} not found: is {Path(run_dir)} a ctxstair run directory?") from None
+
+
+def _csv_value(value) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (float, np.floating)):
+        return "" if np.isnan(value) else repr(float(value))
+    return str(value)
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if np.isnan(value) else float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
