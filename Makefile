@@ -12,8 +12,9 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
+# The main job: the Context Staircase on `add` (N = 40), about a minute on a 2-core CPU.
 demo: $(STAMP)
-	$(BIN)/ctxstair signatures add --order 1 --out runs/demo-signatures --force
+	$(BIN)/ctxstair run staircase-add --out runs/staircase-add --force
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -1,8 +1,11 @@
-"""Command line: ``ctxstair tasks`` and ``ctxstair signatures TASK [--set k=v ...] [--order m] [--out DIR]``.
+"""Command line of ctxstair. Bad input exits with code 2 and one line on stderr, and leaves no
+partial output behind.
 
-Bad input exits with code 2 and one line on stderr, and leaves no partial output behind.
-
+    ctxstair tasks                                         # the synthetic tasks and their parameters
     ctxstair signatures add --set N=40 --order 1 --out runs/add-signatures
+    ctxstair recipes                                       # the experiments and what they must show
+    ctxstair run staircase-add --out runs/staircase-add [--set train.lr=1] [--seeds 4] [--resume | --force]
+    ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
 """
 
 from __future__ import annotations
@@ -40,6 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     sig.add_argument("--out", type=Path, default=None, help="output directory (default runs/<task>-signatures)")
     sig.add_argument("--force", action="store_true", help="replace an existing output directory")
     sig.add_argument("--max-gib", type=float, default=2.0, help="memory budget per dense signature, GiB")
+
+    commands.add_parser("recipes", help="list the experiments: paper figure, expected observation, CPU time")
+
+    run = commands.add_parser("run", help="train, analyse and report a recipe")
+    run.add_argument("recipe", help="recipe name (see `ctxstair recipes`)")
+    run.add_argument("--out", type=Path, default=None, help="run directory (default runs/<recipe>)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="dotted config override, repeatable (e.g. --set train.lr=0.5 --set task.N=20)")
+    run.add_argument("--seeds", type=int, default=None, help="ensemble members with seeds seed..seed+K-1")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
+    mode.add_argument("--force", action="store_true", help="replace an existing run directory")
+
+    report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory")
+    report.add_argument("run_dir", type=Path)
     return parser
 
 
@@ -70,7 +88,33 @@ def cmd_signatures(args: argparse.Namespace) -> None:
     print(f"wrote signatures of orders 0..{args.order} for task '{dataset.name}' to {out}")
 
 
-_COMMANDS = {"tasks": cmd_tasks, "signatures": cmd_signatures}
+def cmd_recipes(_: argparse.Namespace) -> None:
+    """Print every recipe: name, paper figure, typical CPU time and the expected observation."""
+    from ctxstair.recipes import all_recipes
+
+    for recipe in all_recipes():
+        print(f"{recipe.name:16s} {recipe.figure:18s} {recipe.cpu_time:>10s}  {recipe.expectation}")
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    """Run a recipe into its directory and print where the report is."""
+    from ctxstair.recipes import run_recipe
+
+    out = args.out or Path("runs") / args.recipe
+    run_recipe(args.recipe, out, parse_overrides(args.overrides), seeds=args.seeds, resume=args.resume, force=args.force)
+    print(f"report: {out / 'report.html'}")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    """Rebuild a recipe's summary, figures and report from its run directory."""
+    from ctxstair.recipes import write_recipe_report
+
+    write_recipe_report(args.run_dir)
+    print(f"report: {args.run_dir / 'report.html'}")
+
+
+_COMMANDS = {"tasks": cmd_tasks, "signatures": cmd_signatures, "recipes": cmd_recipes, "run": cmd_run,
+             "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,14 @@ def similarity_heatmap(ax: plt.Axes, S: np.ndarray, token_ids: np.ndarray, title
 def pca_scatter(ax: plt.Axes, M: np.ndarray, token_ids: np.ndarray, title: str) -> None:
     """Scatter of the rows of M (n, ...) on their first two principal components (SPEC §3), each point labelled
     with its token id and coloured by its position in ``token_ids`` (numeric order for numbers)."""
+    flat = np.asarray(M, dtype=np.float64).reshape(len(token_ids), -1)
+    if np.ptp(flat, axis=0).max() <= 1e-12 * np.abs(flat).max():
+        # Identical rows (e.g. every order-0 signature of `mod`): there is no variance to project.
+        ax.text(0.5, 0.5, "all rows identical:\nno variance to project", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(title, fontsize=10)
+        return
     coords, explained = pca(M, 2)
     colours = np.linspace(0, 1, len(token_ids))
     ax.scatter(coords[:, 0], coords[:, 1], c=colours, cmap="viridis", s=28, edgecolors="k", linewidths=0.3)
