@@ -12,6 +12,7 @@ allowed (the CLI turns it into exit code 2).
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -24,6 +25,10 @@ from ctxstair.errors import InputError
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
 DTYPES = ("float32", "float64")
+
+# YAML 1.1 (PyYAML) reads "1e-3" as a string: only "1.0e-3" is a float there. Numbers in exponent
+# notation are accepted as floats wherever a float is expected.
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 @dataclass
@@ -120,7 +125,9 @@ class RunConfig:
             if value < low:
                 raise InputError(f"{key} must be >= {low}, got {value}")
         for key, value in [("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
-                           ("model.init.gamma", self.model.init.gamma)]:
+                           ("model.init.gamma", self.model.init.gamma),
+                           ("model.init.embedding", 1.0 if self.model.init.embedding is None else self.model.init.embedding),
+                           ("model.init.unembedding", 1.0 if self.model.init.unembedding is None else self.model.init.unembedding)]:
             if not value > 0:
                 raise InputError(f"{key} must be > 0, got {value}")
         for key, value in [("train.momentum", self.train.momentum), ("train.weight_decay", self.train.weight_decay)]:
@@ -149,6 +156,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else raw
         except yaml.YAMLError:
             value = raw
+        if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
+            value = float(value)
         parsed[key] = raw if isinstance(value, dict) else value
     return parsed
 
@@ -204,7 +213,7 @@ def load_yaml(text: str) -> RunConfig:
 
 def _build(cls: type, data: Any, prefix: str):
     if not isinstance(data, dict):
-        raise InputError(f"config section {prefix or 'root'!r} must be a mapping, got {data!r}")
+        raise InputError(f"config section {prefix.rstrip('.') or 'root'!r} must be a mapping, got {data!r}")
     types_ = _field_types(cls)
     unknown = set(data) - set(types_)
     if unknown:
@@ -238,6 +247,8 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
         if not isinstance(value, dict):
             raise InputError(f"{key} must be a mapping, got {value!r}")
         return dict(value)
+    if kind is float and isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
+        return float(value)
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if kind is int and isinstance(value, int) and not isinstance(value, bool):

@@ -126,7 +126,7 @@ def write_recipe_report(out: str | Path) -> Path:
     captions = []
     for file_name, (caption, fig) in outcome.figures.items():
         save_figure(fig, out / "figures" / file_name)
-        captions.append((caption, out / "figures" / file_name))
+        captions.append((caption, Path("figures") / file_name))  # relative to ``out``
     rundir.write_json(out, "summary.json", {"recipe": name, "key_numbers": [asdict(k) for k in outcome.key_numbers],
                                             **outcome.summary})
     write_report(out, title=f"{name} — {recipe.figure}", summary_paragraph=outcome.paragraph,
