@@ -97,6 +97,8 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
     recipe, out = get(name), Path(out)
     configs = resolve(recipe, overrides or {}, seeds)
     single = list(configs) == [""]
+    if resume and not out.exists():
+        raise InputError(f"cannot resume {out}: it does not exist")
     if not single:
         if out.exists() and not (resume or force):
             raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")

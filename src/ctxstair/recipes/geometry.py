@@ -155,7 +155,7 @@ register(Recipe(
     name="early-geometry", figure="SPEC §8 F1, F2b",
     expectation="S^emb ≈ S^sig,(0) at epoch 100 for add, sub, mul (Pearson ≥ 0.9); mul clusters by odd part; add: odd/even late "
                 "(ReLU and tanh side by side)",
-    cpu_time="≈ 1.5 min",
+    cpu_time="≈ 40 s",
     runs=lambda: {f"{act}-{task}": _config("early-geometry", task, {"N": 20}, 2000, activation=act)
                   for act in ("relu", "tanh") for task in ("add", "sub", "mul")},
     conclude=conclude_early,
@@ -164,7 +164,7 @@ register(Recipe(
 register(Recipe(
     name="label-law", figure="SPEC §8 F2a",
     expectation="softmax(W_U w_a) ≈ φ^(y;0)_a at epoch 200 for four label laws (Pearson ≥ 0.9, small KL/JSD)",
-    cpu_time="≈ 20 s",
+    cpu_time="≈ 5 s",
     runs=lambda: {law: _config("label-law", "label_law", {"law": law}, 200, lr=0.5, analysis=False)
                   for law in ("uniform", "normal", "poisson", "exp")},
     conclude=conclude_label_law,
