@@ -78,3 +78,82 @@ def test_entry_point_prints_no_traceback():
                          capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.startswith("ctxstair: error:") and "Traceback" not in run.stderr
+
+
+# ---------------------------------------------------------------- recipes, run, report
+
+def test_recipes_lists_the_four_recipes(capsys):
+    assert main(["recipes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["early-geometry", "label-law", "staircase-add", "staircase-mod"]
+    assert all("§8" in line for line in lines)  # each names its paper figure
+
+
+def _exit_code(argv):
+    try:
+        return main(argv)
+    except SystemExit as exit_:  # argparse's own usage errors
+        return exit_.code
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--set", "train.foo=1"], "unknown config key 'train.foo'"),
+    (["--set", "model.init.bar=1"], "unknown config key 'model.init.bar'"),
+    (["--set", "train.lr=abc"], "train.lr must be of type float"),
+    (["--set", "train.epochs=0"], "train.epochs must be >= 1"),
+    (["--set", "train.optimizer=lbfgs"], "train.optimizer must be one of gd, sgd, adam, adamw"),
+    (["--set", "task.N=-2"], "'N'"),
+    (["--set", "train.lr"], "--set expects key=value"),
+    (["--set", "train.lr=1", "--set", "train.lr=2"], "'train.lr' twice"),
+    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--resume", "--force"], "not allowed with argument"),
+])
+def test_run_bad_input_exits_2_with_one_line_and_no_directory(tmp_path, capsys, extra, message):
+    out = tmp_path / "out"
+    assert _exit_code(["run", "staircase-add", "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_unknown_recipe_exits_2(tmp_path, capsys):
+    assert main(["run", "nosuch", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown recipe 'nosuch'" in err and "staircase-add" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_resume_of_a_missing_directory_exits_2(tmp_path, capsys):
+    for recipe in ("staircase-add", "label-law"):
+        assert main(["run", recipe, "--out", str(tmp_path / "missing"), "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot resume" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_on_a_non_run_directory_exits_2(tmp_path, capsys):
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("hello")
+    for target in (tmp_path / "plain", tmp_path / "missing"):
+        assert main(["report", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert "not a ctxstair run directory" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["notes.txt", "plain"]
+
+
+def test_run_then_report_then_resume(tmp_path, capsys):
+    out = tmp_path / "law"
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3"]) == 0
+    assert capsys.readouterr().out.strip() == f"report: {out / 'report.html'}"
+    report = (out / "report.html").read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["exp", "figures", "normal", "poisson", "recipe.json",
+                                                      "report.html", "summary.json", "uniform"]
+    assert main(["report", str(out)]) == 0
+    assert (out / "report.html").read_bytes() == report
+    metrics = (out / "normal" / "metrics.jsonl").read_bytes()
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3", "--resume"]) == 0
+    assert (out / "normal" / "metrics.jsonl").read_bytes() == metrics
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3"]) == 2  # exists
+    assert "already exists" in capsys.readouterr().err
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=4", "--resume"]) == 2
+    assert "differs" in capsys.readouterr().err

@@ -45,8 +45,10 @@ class CBOWEnsemble(torch.nn.Module):
         for k, m in enumerate(self.members):
             gen = torch.Generator().manual_seed(m.seed)
             # SPEC §4: embeddings use the width d as d_in; W_U maps R^d to logits, so d_in = d too.
-            gamma_normal_(W_E[k, :, : m.d], m.d, m.gamma_embedding, gen)
-            gamma_normal_(W_U[k, :, : m.d], m.d, m.gamma_unembedding, gen)
+            # Draw into a contiguous (V, d) tensor, then copy: normal_ on the strided slice of a
+            # wider array draws in a different order, which would make a member depend on d_max.
+            W_E[k, :, : m.d] = gamma_normal_(torch.empty(vocab_size, m.d, dtype=dtype), m.d, m.gamma_embedding, gen)
+            W_U[k, :, : m.d] = gamma_normal_(torch.empty(vocab_size, m.d, dtype=dtype), m.d, m.gamma_unembedding, gen)
         self.W_E = torch.nn.Parameter(W_E)
         self.W_U = torch.nn.Parameter(W_U)
 

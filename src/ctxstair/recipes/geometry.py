@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
@@ -126,7 +127,8 @@ def predicted_law(run: Path, anchor: int, epoch: int, labels: np.ndarray) -> tup
 
 def conclude_label_law(out: Path, paths: dict[str, Path]) -> Outcome:
     keys, summary = [], {}
-    for law, run in paths.items():
+    fig, axes = plt.subplots(1, len(paths), figsize=(4.2 * len(paths), 3.6), squeeze=False, layout="constrained")
+    for ax, (law, run) in zip(axes[0], paths.items()):
         sigs = rundir.read_signatures(run)
         epoch = rundir.snapshot_epochs(run)[-1]
         # Compare on the law's label range 0..n_context-1, not on all V ids: the zeros outside it
@@ -137,6 +139,11 @@ def conclude_label_law(out: Path, paths: dict[str, Path]) -> Outcome:
         p_model, outside = predicted_law(run, int(sigs.tokens[0]), epoch, labels)
         match = distribution_match(p_model, p_data)
         summary[law] = {"epoch": epoch, "mass_outside_labels": outside, **{k: float(v) for k, v in match.items()}}
+        ax.bar(labels, p_data, color="0.75", label="data: $\\varphi^{y;0}_a$ (empirical label law)")
+        ax.plot(labels, p_model, color="#D55E00", marker=".", label="model: softmax$(W_U w_a)$, renormalised")
+        ax.set_xlabel("label ν")
+        ax.set_ylabel("probability")
+        ax.set_title(f"{law} law, epoch {epoch}: r = {ms.fmt(match['pearson'])}, JSD = {ms.fmt(match['jsd'], 4)}", fontsize=9)
         keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs φ^(y;0)_a at epoch {epoch} (labels 0..{labels[-1]})",
                               f"Pearson r {ms.fmt(match['pearson'])}, KL {ms.fmt(match['kl'], 4)}, JSD {ms.fmt(match['jsd'], 4)}"
                               f"; mass outside the labels {ms.fmt(outside, 4)}",
@@ -148,7 +155,10 @@ def conclude_label_law(out: Path, paths: dict[str, Path]) -> Outcome:
         + "; ".join(f"{law} r = {ms.fmt(s['pearson'])}" for law, s in summary.items()) + "."
         + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
-    return Outcome(keys, paragraph, {}, summary)
+    axes[0][0].legend(fontsize=7, loc="upper right")
+    fig.suptitle("F2a: label law predicted from the anchor's embedding alone vs the anchor's order-0 signature")
+    return Outcome(keys, paragraph, {"label_laws.png": ("Predicted vs empirical label law of the anchor, per law.", fig)},
+                   summary)
 
 
 register(Recipe(

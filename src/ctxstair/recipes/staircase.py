@@ -135,7 +135,7 @@ def conclude_mod(out: Path, paths: dict[str, Path]) -> Outcome:
                   not any(p["any_defined"] for p in per)),
         KeyNumber("order-0 1 − MSE during the plateau (max)", ms.fmt(early_mse),
                   "≈ 1 (embeddings collinear early); met if ≥ 0.9", bool(early_mse >= 0.9)),
-        KeyNumber("plateau: last epoch with accuracy ≤ 2 × chance",
+        KeyNumber("end of the plateau: first epoch with accuracy > 2 × chance",
                   f"epoch {first['plateau_end']} (chance = {ms.fmt(first['chance'])})",
                   "a long plateau near chance before learning", bool(all(p is not None and p >= 20 for p in plateau))),
         KeyNumber("first epoch with training accuracy ≥ 95 %", str(first["learned"]), "the task is learned",

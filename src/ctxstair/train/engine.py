@@ -107,7 +107,7 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
     """
     out = Path(out)
     dataset = prepare(cfg, out, resume, force)
-    if resume and not has_checkpoint(out) and (out / "metrics.jsonl").is_file():
+    if resume and not has_checkpoint(out) and _completed(out, cfg.train.epochs):
         return out  # already complete
     model = build_model(cfg, dataset)
     optimizer = make_optimizer(cfg, model.parameters())
@@ -136,7 +136,7 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
         losses, accs = member_losses(model, X, y)
         rows += [{"member": k, "epoch": epoch, "loss": float(l), "acc": float(a)}
                  for k, (l, a) in enumerate(zip(losses.detach(), accs))]
-        bar.set_postfix(loss=f"{float(losses.mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
+        bar.set_postfix(loss=f"{float(losses.detach().mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
         if epoch == cfg.train.epochs:
             break
         if batch_size >= n:  # full batch: reuse this epoch's forward pass for the update
@@ -149,8 +149,18 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
                 member_losses(model, X[idx], y[idx])[0].sum().backward()
                 optimizer.step()
     rundir.write_metrics(out, rows)
+    (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     return out
+
+
+def _completed(out: Path, epochs: int) -> bool:
+    """Whether ``metrics.jsonl`` reaches the last epoch (an interruption before the first checkpoint
+    was committed can leave an empty one behind)."""
+    if not (out / "metrics.jsonl").is_file():
+        return False
+    logged = rundir.read_metrics(out)["epoch"]
+    return bool(logged.size) and int(logged.max()) == epochs
 
 
 def _write_members(out: Path, model: CBOWEnsemble) -> None:
