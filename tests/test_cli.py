@@ -85,7 +85,7 @@ def test_entry_point_prints_no_traceback():
 def test_recipes_lists_the_four_recipes(capsys):
     assert main(["recipes"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["early-geometry", "label-law", "staircase-add", "staircase-mod"]
+    assert [line.split()[0] for line in lines] == ["activation-order", "early-geometry", "init-scaling", "label-law", "staircase-add", "staircase-mod"]
     assert all("§8" in line for line in lines)  # each names its paper figure
 
 

@@ -86,7 +86,11 @@ def test_staircase_add_small(runs):
     assert load_yaml((out / "config.yaml").read_text()).task.params == {"N": 20}
 
     check_report(out, [f"{m['peak']:.3f}", f"{m['end']:.3f}", f"{m['probe_end']:.3f}"])
-    assert {p.name for p in (out / "figures").iterdir()} == {"staircase.png", "fourier.png", "geometry.png", "pca.png"}
+    assert {p.name for p in (out / "figures").iterdir()} == {"staircase.png", "fourier.png", "geometry.png", "pca.png",
+                                                            "order_shares.png"}
+    # the staircase in gradient space (theory.csv): order 0's term leads early, order 1's late
+    shares = {k["name"].split(" at epoch")[-1]: k for k in summary(out)["key_numbers"] if k["name"].startswith("cosine")}
+    assert len(shares) == 2 and all(k["met"] for k in shares.values())
 
 
 def test_report_is_rebuilt_byte_identical(runs, tmp_path):
@@ -157,14 +161,14 @@ def test_label_law(runs):
         assert s[law]["jsd"] < 0.05 and s[law]["kl"] < 0.1, law
         assert 0 <= s[law]["mass_outside_labels"] < 0.05
         assert not (out / law / "alignment.csv").exists()  # analysis is off for this recipe
-    # label-law draws no figure (yet): its report is the key-number table
+    # label-law draws one figure: predicted vs empirical law per law
     check_report(out, [f"{s[law]['pearson']:.3f}" for law in ("uniform", "normal", "poisson", "exp")], n_figures=1)
 
 
 # ---------------------------------------------------------------- errors leave nothing behind
 
 @pytest.mark.parametrize("name,overrides,needle", [
-    ("nosuch", {}, "unknown recipe 'nosuch'; available: early-geometry, label-law, staircase-add, staircase-mod"),
+    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, early-geometry, init-scaling, label-law, staircase-add, staircase-mod"),
     ("staircase-add", {"train.foo": 1}, "unknown config key 'train.foo'"),
     ("staircase-add", {"train.lr": "fast"}, "train.lr must be of type float"),
     ("staircase-add", {"task.N": -1}, "'N'"),
@@ -179,7 +183,7 @@ def test_bad_input_leaves_no_directory(tmp_path, name, overrides, needle):
 
 
 def test_recipe_registry():
-    assert [r.name for r in all_recipes()] == ["early-geometry", "label-law", "staircase-add", "staircase-mod"]
+    assert [r.name for r in all_recipes()] == ["activation-order", "early-geometry", "init-scaling", "label-law", "staircase-add", "staircase-mod"]
     assert get("label-law").runs().keys() == {"uniform", "normal", "poisson", "exp"}
     assert list(get("staircase-add").runs()) == [""]
 

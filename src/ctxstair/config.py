@@ -22,7 +22,9 @@ import yaml
 
 from ctxstair.errors import InputError
 
-OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+OPTIMIZERS = ("gd", "sgd", "adam", "adamw", "flow")
+#: Adaptive torchdiffeq solvers offered for ``train.optimizer=flow`` (SPEC §5 "Training").
+FLOW_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
 ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
 DTYPES = ("float32", "float64")
 
@@ -64,7 +66,13 @@ class ModelConfig:
 @dataclass
 class TrainConfig:
     """Optimisation (SPEC §5 "Training"): ``gd`` is full-batch gradient descent; ``batch_size`` 0
-    means full batch; ``members`` ensemble members get seeds ``seed, seed+1, ...``."""
+    means full batch; ``members`` ensemble members get seeds ``seed, seed+1, ...``.
+
+    ``flow`` integrates the gradient flow dθ/dt = −∇L(θ) (− weight_decay·θ) exactly with an
+    adaptive ODE solver (torchdiffeq ``flow_method``, in float64, tolerances ``flow_rtol`` and
+    ``flow_atol``); "epoch" e then means flow time t = e·lr, so that gradient descent with step
+    lr approximates the flow at the same epoch. It needs the full batch and no momentum.
+    """
 
     optimizer: str = "adam"
     lr: float = 1e-3
@@ -75,6 +83,9 @@ class TrainConfig:
     seed: int = 0
     members: int = 1
     dtype: str = "float32"
+    flow_rtol: float = 1e-6
+    flow_atol: float = 1e-8
+    flow_method: str = "dopri5"
 
 
 @dataclass
@@ -115,6 +126,7 @@ class RunConfig:
         _choice("model.activation", self.model.activation, ACTIVATIONS)
         _choice("model.kind", self.model.kind, ("cbow",))
         _choice("train.dtype", self.train.dtype, DTYPES)
+        _choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
         for key, value, low in [
             ("model.d", self.model.d, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
             ("train.batch_size", self.train.batch_size, 0), ("train.members", self.train.members, 1),
@@ -125,6 +137,7 @@ class RunConfig:
             if value < low:
                 raise InputError(f"{key} must be >= {low}, got {value}")
         for key, value in [("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
+                           ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol),
                            ("model.init.gamma", self.model.init.gamma),
                            ("model.init.embedding", 1.0 if self.model.init.embedding is None else self.model.init.embedding),
                            ("model.init.unembedding", 1.0 if self.model.init.unembedding is None else self.model.init.unembedding)]:
@@ -133,6 +146,12 @@ class RunConfig:
         for key, value in [("train.momentum", self.train.momentum), ("train.weight_decay", self.train.weight_decay)]:
             if value < 0:
                 raise InputError(f"{key} must be >= 0, got {value}")
+        if self.train.optimizer == "flow":
+            if self.train.batch_size != 0:
+                raise InputError(f"train.optimizer=flow integrates the full-batch gradient flow: train.batch_size must "
+                                 f"be 0 (full batch), got {self.train.batch_size}")
+            if self.train.momentum != 0:
+                raise InputError(f"train.optimizer=flow has no momentum: train.momentum must be 0, got {self.train.momentum}")
         if self.model.activation == "poly" and not self.model.coeffs:
             raise InputError("model.coeffs must list at least one coefficient C_1 for activation 'poly'")
         return self

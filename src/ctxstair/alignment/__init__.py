@@ -8,7 +8,7 @@
 * :mod:`~ctxstair.alignment.fourier` — ``fourier_signatures``, ``fourier_alignment``: the
   alignment per cosine frequency ``k`` over context tokens.
 * :mod:`~ctxstair.alignment.distributions` — ``distribution_match``: predicted vs data label law.
-* :mod:`~ctxstair.alignment.geometry` — ``linear_cka``, ``topk_overlap``.
+* :mod:`~ctxstair.alignment.geometry` — ``linear_cka``, ``topk_overlap``, ``effective_rank``.
 * :mod:`~ctxstair.alignment.pca` — ``pca`` for side-by-side pictures.
 
 Conventions: a zero row (a token that never occurs) has cosine 0 with every row, its own diagonal
@@ -24,7 +24,7 @@ Example::
 
 from ctxstair.alignment.distributions import distribution_match
 from ctxstair.alignment.fourier import fourier_alignment, fourier_signatures
-from ctxstair.alignment.geometry import linear_cka, topk_overlap
+from ctxstair.alignment.geometry import effective_rank, linear_cka, topk_overlap
 from ctxstair.alignment.pca import pca
 from ctxstair.alignment.probe import ProbeResult, probe_alignment
 from ctxstair.alignment.similarity import (
@@ -40,6 +40,7 @@ __all__ = [
     "compare",
     "cosine_matrix",
     "distribution_match",
+    "effective_rank",
     "fourier_alignment",
     "fourier_signatures",
     "linear_cka",

@@ -1,4 +1,5 @@
-"""Other comparisons of two geometries of the same tokens: linear CKA and top-k neighbours (SPEC §3)."""
+"""Other comparisons of two geometries of the same tokens: linear CKA and top-k neighbours (SPEC §3);
+the effective rank of one geometry (SPEC §8 F4, "collapsed embeddings")."""
 
 from __future__ import annotations
 
@@ -48,6 +49,34 @@ def topk_overlap(S_a: object, S_b: object, k: int) -> float:
     k = int_in_range(k, "k", 1, A.shape[0] - 1)
     mask_a, mask_b = (_neighbour_mask(S, k) for S in (A, B))
     return float((mask_a & mask_b).sum(axis=1).mean() / k)
+
+
+def effective_rank(M: object, centre: bool = False) -> float:
+    """Effective rank (Roy & Vetterli, 2007) of the rows of M (n, d): ``exp(H(p))`` with
+    ``p_i = s_i / Σ_j s_j`` the normalised singular values and ``H`` the Shannon entropy (SPEC §8 F4).
+
+    1 for rows that are all multiples of one vector (collinear: "collapsed" embeddings), up to
+    ``min(n, d)`` when all singular values are equal. ``centre=True`` subtracts the mean row first
+    (then a shared drift does not count; the default does not centre, so that collinear embeddings
+    that all moved along one direction read as rank ≈ 1).
+
+    Args:
+        M: (n, ...) one row per token (trailing axes flattened), e.g. embeddings W_E[tokens] (n, d).
+        centre: subtract the mean row before the SVD.
+
+    Returns:
+        float in [1, min(n, d)]; NaN for an all-zero matrix.
+    """
+    M = float_array(M, "M", min_ndim=2)
+    M = M.reshape(M.shape[0], -1)
+    if centre:
+        M = M - M.mean(axis=0)
+    s = np.linalg.svd(M, compute_uv=False)
+    if not s.sum() > 0:
+        return float("nan")
+    p = s / s.sum()
+    p = p[p > 0]
+    return float(np.exp(-(p * np.log(p)).sum()))
 
 
 def _centred_gram(X: np.ndarray) -> np.ndarray:

@@ -2,8 +2,10 @@
 
 A recipe has one or several runs. A single-run recipe writes its run directory at ``--out``; a
 multi-run recipe writes one run directory per part under ``--out/<part>/`` plus ``recipe.json``.
-Either way ``--out`` ends up with ``summary.json``, ``figures/`` and ``report.html``, and
-``ctxstair report DIR`` rebuilds them from the files alone.
+A recipe that trains nothing (e.g. ``init-scaling``, a computation at initialization) has no runs:
+its ``compute`` writes data files into ``--out`` next to ``recipe.json`` (with ``"parts": []`` and
+its resolved ``params``). Either way ``--out`` ends up with ``summary.json``, ``figures/`` and
+``report.html``, and ``ctxstair report DIR`` rebuilds them from the files alone.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ctxstair import rundir, tasks
 from ctxstair.alignment.snapshots import analyse_run
 from ctxstair.config import RunConfig, apply_overrides, load_yaml
 from ctxstair.errors import InputError
+from ctxstair.io import fresh_output_dir
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
 from ctxstair.train import train_run
@@ -46,7 +49,13 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Recipe:
-    """A named experiment: ``runs()`` gives part name -> default config ('' for a single run)."""
+    """A named experiment: ``runs()`` gives part name -> default config ('' for a single run).
+
+    A recipe without training has ``runs()`` return ``{}`` and sets ``params`` and ``compute``:
+    ``params(overrides)`` turns the ``--set KEY=VALUE`` overrides (and ``--seeds`` as ``seeds``)
+    into its resolved parameters, raising InputError on a bad one; ``compute(out, params)`` writes
+    its data files into ``out``. ``conclude(out, {})`` then reads those files like any other recipe.
+    """
 
     name: str
     figure: str
@@ -54,6 +63,11 @@ class Recipe:
     cpu_time: str
     runs: Callable[[], dict[str, RunConfig]]
     conclude: Callable[[Path, dict[str, Path]], Outcome]
+    params: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    compute: Callable[[Path, dict[str, Any]], None] | None = None
+    #: Extra analysis of each trained run (after ``alignment.csv``), writing ``extra_file``.
+    extra_analysis: Callable[[Path], Any] | None = None
+    extra_file: str = ""
 
 
 _RECIPES: dict[str, Recipe] = {}
@@ -95,6 +109,8 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
                resume: bool = False, force: bool = False, progress: bool | None = None) -> Path:
     """Train, analyse and report recipe ``name`` into ``out``; return ``out``."""
     recipe, out = get(name), Path(out)
+    if recipe.compute is not None:
+        return _run_computation(recipe, out, overrides or {}, seeds, resume, force)
     configs = resolve(recipe, overrides or {}, seeds)
     single = list(configs) == [""]
     if resume and not out.exists():
@@ -113,9 +129,25 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
         train_run(cfg, path, resume=resume and exists, force=force and single, progress=progress)
         if cfg.analysis.enabled and not (resume and (path / "alignment.csv").is_file()):
             analyse_run(path, cfg.analysis)
+        if cfg.analysis.enabled and recipe.extra_analysis and not (resume and (path / recipe.extra_file).is_file()):
+            recipe.extra_analysis(path)
         if not single and part == next(iter(configs)):
             rundir.write_json(out, "recipe.json", {"recipe": name, "parts": list(configs)})
     return write_recipe_report(out)
+
+
+def _run_computation(recipe: Recipe, out: Path, overrides: dict[str, Any], seeds: int | None, resume: bool,
+                     force: bool) -> Path:
+    """Run a recipe without training: compute, write ``recipe.json`` and the report in a staging
+    directory that becomes ``out`` only when complete."""
+    if resume:
+        raise InputError(f"recipe {recipe.name!r} trains nothing, so there is nothing to resume; use --force to recompute")
+    params = recipe.params({**overrides, **({} if seeds is None else {"seeds": seeds})})
+    with fresh_output_dir(out, force=force) as staging:
+        recipe.compute(staging, params)
+        rundir.write_json(staging, "recipe.json", {"recipe": recipe.name, "parts": [], "params": params})
+        write_recipe_report(staging)
+    return out
 
 
 def write_recipe_report(out: str | Path) -> Path:

@@ -24,6 +24,7 @@ from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, Trai
 from ctxstair.recipes import measures as ms
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
 from ctxstair.report import run_figures
+from ctxstair.theory.shares import analyse_order_shares, read_order_shares
 
 
 def _config(name: str, task: str, activation: str, optimizer: str, lr: float, epochs: int) -> RunConfig:
@@ -90,6 +91,8 @@ def conclude_add(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {ms.fmt(first['r_star'])})",
                   "the paper saw k = 20 late at N = 40", None),
     ]
+    shares_keys, shares_text = _order_share_numbers(run, first["peak_epoch"], first["last_epoch"])
+    keys += shares_keys
     paragraph = (
         f"Trained from small initialization (γ = 1), the embeddings first line up with the order-0 label signature: "
         f"the order-0 Pearson correlation peaks at {ms.fmt(med['peak'])} around epoch {first['peak_epoch']}, while the "
@@ -98,9 +101,45 @@ def conclude_add(out: Path, paths: dict[str, Path]) -> Outcome:
         f"order-1 structure takes over. The alignment through the k = N/2 (odd/even) cosine probe goes from "
         f"{ms.fmt(med['half_at_peak'])} to {ms.fmt(med['half_end'])}: "
         + ("an odd/even component forms late." if split_rise >= 0.1 else "no clear odd/even split forms.")
+        + shares_text
         + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
-    return Outcome(keys, paragraph, _figures(run, first["peak_epoch"], first["last_epoch"]), {"members": per})
+    figures = _figures(run, first["peak_epoch"], first["last_epoch"])
+    if (run / "theory.csv").is_file():
+        figures["order_shares.png"] = ("The staircase in gradient space: each order's share of the label-driven "
+                                       "gradient and its cosine with the actual update.",
+                                       run_figures.order_shares_figure(run))
+    return Outcome(keys, paragraph, figures, {"members": per})
+
+
+def _order_share_numbers(run: Path, early: int, late: int) -> tuple[list[KeyNumber], str]:
+    """Key numbers of ``theory.csv`` (member 0): which order's term points along the actual update
+    early (at the order-0 peak) and late, and whether order 1's share grows (SPEC §6.1)."""
+    if not (run / "theory.csv").is_file():
+        return [], ""
+    table = read_order_shares(run)
+
+    def at(epoch: int, order: int, column: str) -> float:
+        rows = (table["member"] == 0) & (table["epoch"] == epoch) & (table["order"] == order)
+        return float(table[column][rows][0])
+
+    cos = {(e, m): at(e, m, "cosine_with_update") for e in (early, late) for m in (0, 1)}
+    share_early, share_late = at(early, 1, "share"), at(late, 1, "share")
+    keys = [
+        KeyNumber(f"cosine of the order-0 / order-1 term with the actual update at epoch {early}",
+                  f"{ms.fmt(cos[early, 0])} / {ms.fmt(cos[early, 1])}", "order 0 drives the embeddings first",
+                  cos[early, 0] > cos[early, 1]),
+        KeyNumber(f"cosine of the order-0 / order-1 term with the actual update at epoch {late}",
+                  f"{ms.fmt(cos[late, 0])} / {ms.fmt(cos[late, 1])}", "order 1 drives them late",
+                  cos[late, 1] > cos[late, 0]),
+        KeyNumber("order-1 share of the label-driven gradient norm", f"{ms.fmt(share_early)} at epoch {early} → "
+                  f"{ms.fmt(share_late)} at epoch {late} (decomposition residual ≤ "
+                  f"{ms.fmt(float(table['relative_residual'].max()), 2)})", "grows later", share_late > share_early),
+    ]
+    text = (f" In gradient space the order-0 term points along the actual update early (cosine {ms.fmt(cos[early, 0])} "
+            f"vs {ms.fmt(cos[early, 1])} for order 1 at epoch {early}) and the order-1 term late "
+            f"({ms.fmt(cos[late, 1])} vs {ms.fmt(cos[late, 0])} at epoch {late}).")
+    return keys, text
 
 
 def _member_mod(run: Path, m: int) -> dict:
@@ -165,6 +204,8 @@ register(Recipe(
     cpu_time="≈ 20 s",
     runs=lambda: {"": _config("staircase-add", "add", "relu", "gd", 2.0, 3000)},
     conclude=conclude_add,
+    extra_analysis=analyse_order_shares,
+    extra_file="theory.csv",
 ))
 
 register(Recipe(

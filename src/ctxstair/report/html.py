@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import json
 import os
 from html import escape
 from pathlib import Path
@@ -138,10 +139,19 @@ def _figure(run_dir: Path, number: int, caption: str, path: str | os.PathLike) -
 
 
 def _config(run_dir: Path) -> str:
+    """The run's config.yaml; for a recipe directory, recipe.json and each part's config.yaml."""
     path = run_dir / "config.yaml"
-    if not path.is_file():
+    if path.is_file():
+        return f"<pre>{escape(path.read_text(encoding='utf-8').rstrip())}</pre>"
+    recipe = run_dir / "recipe.json"
+    if not recipe.is_file():
         return "<p><em>config.yaml is missing from this run directory.</em></p>"
-    return f"<pre>{escape(path.read_text(encoding='utf-8').rstrip())}</pre>"
+    blocks = [f"<pre>{escape(recipe.read_text(encoding='utf-8').rstrip())}</pre>"]
+    for part in json.loads(recipe.read_text(encoding="utf-8")).get("parts", []):
+        part_config = run_dir / part / "config.yaml"
+        if part_config.is_file():
+            blocks.append(f"<h3>{escape(part)}</h3>\n<pre>{escape(part_config.read_text(encoding='utf-8').rstrip())}</pre>")
+    return "\n".join(blocks)
 
 
 def _members_table(run_dir: Path) -> str:

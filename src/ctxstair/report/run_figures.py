@@ -405,3 +405,35 @@ def _order0_score(run_dir, member: int, epoch: int, emb: np.ndarray, sigs: Signa
     if result["defined"]:
         return f"order-0 Pearson $\\rho_{{(0)}}$ = {result['pearson']:.3f}"
     return f"order 0: 1 − MSE = {result['one_minus_mse']:.3f} (r undefined)"
+
+
+def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
+    """The staircase in gradient space (SPEC §6.1): from ``theory.csv``, each signature order's
+    share of the label-driven embedding gradient (top) and the cosine of its term with the actual
+    update −∇loss (bottom), over snapshot epochs ≥ 1 on a log axis, for one member."""
+    from ctxstair.theory.shares import read_order_shares
+
+    table = read_order_shares(run_dir)
+    keep = (table["member"] == member) & (table["epoch"] >= 1)
+    if not keep.any():
+        raise InputError(f"theory.csv in {Path(run_dir)} has no rows at epochs >= 1 for member {member}")
+    fig, (ax_share, ax_cos) = plt.subplots(2, 1, sharex=True, figsize=(8.5, 6.4), layout="constrained")
+    for order in np.unique(table["order"][keep]):
+        rows = keep & (table["order"] == order)
+        style = dict(color=PALETTE[order % len(PALETTE)], marker="os^D"[order % 4], markersize=3)
+        ax_share.plot(table["epoch"][rows], table["share"][rows], label=f"order {order}", **style)
+        ax_cos.plot(table["epoch"][rows], table["cosine_with_update"][rows], label=f"order {order}", **style)
+    residual = table["relative_residual"][keep]
+    ax_share.set_xscale("log")
+    ax_share.set_ylim(0, 1)
+    ax_share.set_ylabel("share of the label-driven\ngradient norm")
+    ax_share.legend(fontsize=8, frameon=False)
+    ax_share.grid(True, alpha=0.3)
+    ax_cos.set_ylim(-1.05, 1.05)
+    ax_cos.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
+    ax_cos.set_ylabel("cosine of the order-m term\nwith the actual update −∇loss")
+    ax_cos.set_xlabel(_LOG_EPOCH_LABEL)
+    ax_cos.grid(True, alpha=0.3)
+    fig.suptitle(f"Member {member}: which signature order drives the embeddings when\n"
+                 f"(relative residual of the decomposition: {residual.min():.2f}–{residual.max():.2f})", fontsize=11)
+    return fig

@@ -20,12 +20,14 @@ from ctxstair.io import atomic_write_bytes, atomic_write_text
 CHECKPOINT_DIR = "checkpoint"
 
 
-def save_checkpoint(run_dir: Path, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def save_checkpoint(run_dir: Path, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                     generator: torch.Generator) -> None:
-    """Save the state at the start of ``epoch`` (parameters after ``epoch`` epochs of training)."""
+    """Save the state at the start of ``epoch`` (parameters after ``epoch`` epochs of training).
+
+    ``optimizer`` is None for a stateless update (the exact gradient flow)."""
     folder = Path(run_dir) / CHECKPOINT_DIR
     tensors = {f"param.{name}": p.detach().clone() for name, p in model.named_parameters()}
-    for pid, state in optimizer.state_dict()["state"].items():
+    for pid, state in (optimizer.state_dict()["state"] if optimizer is not None else {}).items():
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
                 tensors[f"optim.{pid}.{key}"] = value.detach().clone()
@@ -38,9 +40,10 @@ def save_checkpoint(run_dir: Path, epoch: int, model: torch.nn.Module, optimizer
             old.unlink()
 
 
-def load_checkpoint(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def load_checkpoint(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                     generator: torch.Generator) -> int:
-    """Restore a saved state into the given objects; return the epoch to continue from."""
+    """Restore a saved state into the given objects (``optimizer`` None: none to restore); return the
+    epoch to continue from."""
     folder = Path(run_dir) / CHECKPOINT_DIR
     try:
         info = json.loads((folder / "state.json").read_text())
@@ -50,12 +53,13 @@ def load_checkpoint(run_dir: Path, model: torch.nn.Module, optimizer: torch.opti
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(tensors[f"param.{name}"])
-    state = optimizer.state_dict()
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, pid, field = key.split(".", 2)
-            state["state"].setdefault(int(pid), {})[field] = value
-    optimizer.load_state_dict(state)
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        for key, value in tensors.items():
+            if key.startswith("optim."):
+                _, pid, field = key.split(".", 2)
+                state["state"].setdefault(int(pid), {})[field] = value
+        optimizer.load_state_dict(state)
     generator.set_state(tensors["rng"])
     return int(info["epoch"])
 
