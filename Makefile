@@ -12,7 +12,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-# The main job: the Context Staircase on `add` (N = 40), about 20 s on a 2-core CPU.
+# The main job: the Context Staircase on `add` (N = 40), about 30 s on a 2-core CPU.
 demo: $(STAMP)
 	$(BIN)/ctxstair run staircase-add --out runs/staircase-add --force
 

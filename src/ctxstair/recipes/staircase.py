@@ -1,6 +1,6 @@
 """The Context Staircase (SPEC §8 F3): ``staircase-add`` and ``staircase-mod`` at N = 40.
 
-    ctxstair run staircase-add --out runs/staircase-add        # about 20 s on 2 CPU cores
+    ctxstair run staircase-add --out runs/staircase-add        # about 30 s on 2 CPU cores
 
 Defaults, and why (docs/recipes.md has the measurements):
 
@@ -201,7 +201,7 @@ def conclude_mod(out: Path, paths: dict[str, Path]) -> Outcome:
 register(Recipe(
     name="staircase-add", figure="SPEC §8 F3 (F1)",
     expectation="order-0 Pearson ≈ 1 early, then lower; held-out order-1 probe above it late; odd/even split late (k = N/2)",
-    cpu_time="≈ 20 s",
+    cpu_time="≈ 30 s",
     runs=lambda: {"": _config("staircase-add", "add", "relu", "gd", 2.0, 3000)},
     conclude=conclude_add,
     extra_analysis=analyse_order_shares,
