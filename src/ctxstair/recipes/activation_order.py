@@ -21,7 +21,10 @@ when every member's is ≤ 2 × chance (2/N); otherwise *undecided* (the rule is
 for that cell). The embedding geometry is summarised by the effective rank (Roy & Vetterli 2007:
 exp of the entropy of the normalised singular values, not centred) of the task tokens' embedding
 rows at the last epoch; "collapsed" means at most 0.3 × its value at initialization (random rows:
-≈ min(N, d), e.g. 9.9 for N = 10).
+≈ min(N, d), e.g. 9.9 for N = 10). Measured at the defaults: the rule holds in all 18 cells; the
+K < L embeddings collapse for K = 1 and (L, K) = (4, 3) but not for K = 2 < L, whose order-0 drift
+is proportional to each embedding itself (σ' odd) and keeps its random signs under Adam (under
+gradient descent those cells collapse too, but there K ≥ 3 does not learn in the budget).
 """
 
 from __future__ import annotations
