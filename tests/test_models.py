@@ -25,8 +25,10 @@ def test_realised_std_is_d_to_minus_gamma_and_recorded(V, d, gamma):
     for W in (E, U):
         assert abs(float(W.std()) / target - 1) < 0.05
         assert abs(float(W.mean())) < 5 * target / math.sqrt(V * d)  # centred
-    stds = model.init_stds()
-    assert stds == [{"W_E": pytest.approx(float(E.std()), rel=1e-12), "W_U": pytest.approx(float(U.std()), rel=1e-12)}]
+    rows = model.member_rows()
+    assert rows == [{"seed": 7, "d": d, "gamma_embedding": gamma, "gamma_unembedding": gamma,
+                     "init_std_W_E": pytest.approx(float(E.std()), rel=1e-12),
+                     "init_std_W_U": pytest.approx(float(U.std()), rel=1e-12)}]
     # W_E and W_U are different draws
     assert not torch.equal(model.W_E, model.W_U)
 
@@ -34,10 +36,10 @@ def test_realised_std_is_d_to_minus_gamma_and_recorded(V, d, gamma):
 def test_per_tensor_gamma_and_init_stds_of_padded_members():
     V = 200
     model = CBOWEnsemble(V, [spec(seed=1, d=64, gamma=1.0, gamma_u=0.5), spec(seed=2, d=32, gamma=0.6, gamma_u=1.2)])
-    stds = model.init_stds()
-    assert abs(stds[0]["W_E"] / 64 ** -1.0 - 1) < 0.05 and abs(stds[0]["W_U"] / 64 ** -0.5 - 1) < 0.05
+    stds = model.member_rows()
+    assert abs(stds[0]["init_std_W_E"] / 64 ** -1.0 - 1) < 0.05 and abs(stds[0]["init_std_W_U"] / 64 ** -0.5 - 1) < 0.05
     # member 1 has width 32: its std is over its own 32 columns, not the zero padding
-    assert abs(stds[1]["W_E"] / 32 ** -0.6 - 1) < 0.05 and abs(stds[1]["W_U"] / 32 ** -1.2 - 1) < 0.05
+    assert abs(stds[1]["init_std_W_E"] / 32 ** -0.6 - 1) < 0.05 and abs(stds[1]["init_std_W_U"] / 32 ** -1.2 - 1) < 0.05
     assert torch.count_nonzero(model.W_E[1, :, 32:]) == 0 and torch.count_nonzero(model.W_U[1, :, 32:]) == 0
 
 
@@ -62,8 +64,8 @@ def test_member_specs_apply_per_tensor_overrides():
 def test_member_specs_gamma_reaches_the_weights():
     cfg = apply_overrides(RunConfig(), {"model.d": 64, "model.init.gamma": 1.0, "model.init.embedding": 0.5})
     model = CBOWEnsemble(100, member_specs(cfg))
-    stds = model.init_stds()[0]
-    assert abs(stds["W_E"] / 64 ** -0.5 - 1) < 0.05 and abs(stds["W_U"] / 64 ** -1.0 - 1) < 0.05
+    stds = model.member_rows()[0]
+    assert abs(stds["init_std_W_E"] / 64 ** -0.5 - 1) < 0.05 and abs(stds["init_std_W_U"] / 64 ** -1.0 - 1) < 0.05
 
 
 # ---------------------------------------------------------------- (b) members are independent of the ensemble
@@ -84,7 +86,7 @@ def test_member_init_depends_only_on_its_own_seed_gamma_and_d():
 def test_float64_model_draws_in_float64():
     model = CBOWEnsemble(100, [spec(seed=1, d=64, gamma=0.75)], dtype=torch.float64)
     assert model.W_E.dtype == torch.float64 and model.W_U.dtype == torch.float64
-    assert abs(model.init_stds()[0]["W_E"] / 64 ** -0.75 - 1) < 0.05
+    assert abs(model.member_rows()[0]["init_std_W_E"] / 64 ** -0.75 - 1) < 0.05
 
 
 # ---------------------------------------------------------------- (c) forward = W_U σ(Σ_i W_E[x_i])

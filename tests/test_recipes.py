@@ -183,7 +183,7 @@ def test_bad_input_leaves_no_directory(tmp_path, name, overrides, needle):
 
 
 def test_recipe_registry():
-    assert [r.name for r in all_recipes()] == ["activation-order", "early-geometry", "init-scaling", "label-law", "staircase-add", "staircase-mod"]
+    assert [r.name for r in all_recipes()] == ["activation-order", "attention-arith", "attention-parity", "early-geometry", "init-scaling", "label-law", "staircase-add", "staircase-mod"]
     assert get("label-law").runs().keys() == {"uniform", "normal", "poisson", "exp"}
     assert list(get("staircase-add").runs()) == [""]
 

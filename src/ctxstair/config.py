@@ -25,6 +25,7 @@ from ctxstair.errors import InputError
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw", "flow")
 #: Adaptive torchdiffeq solvers offered for ``train.optimizer=flow`` (SPEC §5 "Training").
 FLOW_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
+MODEL_KINDS = ("cbow", "attention")
 ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
 DTYPES = ("float32", "float64")
 
@@ -43,20 +44,27 @@ class TaskConfig:
 
 @dataclass
 class InitConfig:
-    """γ-initialization (SPEC §4): std ``d_in^-γ``; per-tensor γ overrides default to ``gamma``."""
+    """γ-initialization (SPEC §4): std ``d_in^-γ``; per-component γ overrides default to ``gamma``
+    (``embedding`` also sets the positional embeddings; ``qk`` W_Q and W_K, ``ov`` W_V and W_O of the
+    attention model)."""
 
     gamma: float = 1.0
     embedding: float | None = None
     unembedding: float | None = None
+    qk: float | None = None
+    ov: float | None = None
 
 
 @dataclass
 class ModelConfig:
-    """The CBOW model of SPEC §5: width d, activation (``poly`` uses ``coeffs`` C_1..C_K,
-    ``monomial`` uses ``power`` K)."""
+    """The model of SPEC §5: ``kind`` ``cbow`` (the feed-forward model; activation ``poly`` uses
+    ``coeffs`` C_1..C_K, ``monomial`` uses ``power`` K) or ``attention`` (the attention-only model:
+    query/key/value width ``d_k``, learned positional embeddings when ``positional``)."""
 
     kind: str = "cbow"
     d: int = 128
+    d_k: int = 64
+    positional: bool = True
     activation: str = "relu"
     coeffs: list[float] = field(default_factory=lambda: [1.0, 1.0])
     power: int = 2
@@ -124,11 +132,11 @@ class RunConfig:
         """Check value ranges and choices; return self or raise InputError naming the key."""
         _choice("train.optimizer", self.train.optimizer, OPTIMIZERS)
         _choice("model.activation", self.model.activation, ACTIVATIONS)
-        _choice("model.kind", self.model.kind, ("cbow",))
+        _choice("model.kind", self.model.kind, MODEL_KINDS)
         _choice("train.dtype", self.train.dtype, DTYPES)
         _choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
         for key, value, low in [
-            ("model.d", self.model.d, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
+            ("model.d", self.model.d, 1), ("model.d_k", self.model.d_k, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
             ("train.batch_size", self.train.batch_size, 0), ("train.members", self.train.members, 1),
             ("train.seed", self.train.seed, 0), ("snapshots.log_points", self.snapshots.log_points, 0),
             ("snapshots.every", self.snapshots.every, 1), ("analysis.probe_folds", self.analysis.probe_folds, 2),
@@ -139,8 +147,8 @@ class RunConfig:
         for key, value in [("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
                            ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol),
                            ("model.init.gamma", self.model.init.gamma),
-                           ("model.init.embedding", 1.0 if self.model.init.embedding is None else self.model.init.embedding),
-                           ("model.init.unembedding", 1.0 if self.model.init.unembedding is None else self.model.init.unembedding)]:
+                           *[(f"model.init.{name}", getattr(self.model.init, name))
+                             for name in ("embedding", "unembedding", "qk", "ov") if getattr(self.model.init, name) is not None]]:
             if not value > 0:
                 raise InputError(f"{key} must be > 0, got {value}")
         for key, value in [("train.momentum", self.train.momentum), ("train.weight_decay", self.train.weight_decay)]:

@@ -15,6 +15,7 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from safetensors.numpy import load as load_safetensors
@@ -74,12 +75,29 @@ def read_metrics(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
 
 def write_alignment(run_dir: str | os.PathLike, rows: list[dict]) -> None:
     """Write ``alignment.csv`` with :data:`ALIGNMENT_COLUMNS`; NaN is written as an empty field."""
+    write_table(run_dir, "alignment.csv", ALIGNMENT_COLUMNS, rows)
+
+
+def write_table(run_dir: str | os.PathLike, name: str, columns: Sequence[str], rows: list[dict]) -> None:
+    """Write the CSV file ``name`` with a header of ``columns``, atomically; floats are written exactly
+    (``repr``), NaN as an empty field, booleans as ``true``/``false``."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=ALIGNMENT_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _csv_value(row[k]) for k in ALIGNMENT_COLUMNS})
-    atomic_write_text(Path(run_dir) / "alignment.csv", buffer.getvalue())
+        writer.writerow({k: _csv_value(row[k]) for k in columns})
+    atomic_write_text(Path(run_dir) / name, buffer.getvalue())
+
+
+def read_table(run_dir: str | os.PathLike, name: str, ints: Sequence[str] = (), strings: Sequence[str] = ()
+               ) -> dict[str, np.ndarray]:
+    """A CSV file of :func:`write_table` as columns: ``ints`` as int64, ``strings`` as str, every
+    other column as float64 (NaN where empty)."""
+    rows = list(csv.DictReader(io.StringIO(_read_text(run_dir, name))))
+    columns = rows[0].keys() if rows else []
+    return {key: np.array([int(r[key]) for r in rows], dtype=np.int64) if key in ints
+            else np.array([r[key] for r in rows], dtype=str) if key in strings
+            else np.array([float(r[key]) if r[key] else np.nan for r in rows]) for key in columns}
 
 
 def read_alignment(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:

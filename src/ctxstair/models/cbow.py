@@ -61,9 +61,11 @@ class CBOWEnsemble(torch.nn.Module):
         h = counts @ self.W_E  # (K, n, d)
         return self.sigma(h) @ self.W_U.transpose(1, 2)
 
-    def init_stds(self) -> list[dict[str, float]]:
-        """Realised standard deviation of each member's W_E and W_U over its own d columns (SPEC §4)."""
+    def member_rows(self) -> list[dict[str, float]]:
+        """One row per member for ``members.csv``: seed, d, γ's and the realised standard deviation
+        of its W_E and W_U over its own d columns (SPEC §4)."""
         return [
-            {"W_E": realised_std(self.W_E[k, :, : m.d]), "W_U": realised_std(self.W_U[k, :, : m.d])}
+            {"seed": m.seed, "d": m.d, "gamma_embedding": m.gamma_embedding, "gamma_unembedding": m.gamma_unembedding,
+             "init_std_W_E": realised_std(self.W_E[k, :, : m.d]), "init_std_W_U": realised_std(self.W_U[k, :, : m.d])}
             for k, m in enumerate(self.members)
         ]

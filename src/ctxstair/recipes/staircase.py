@@ -46,7 +46,7 @@ def _figures(run: Path, early: int, late: int) -> dict:
     }
 
 
-def _member_add(run: Path, m: int) -> dict:
+def member_add_numbers(run: Path, m: int) -> dict:
     table = rundir.read_alignment(run)
     epochs, r0 = rundir.alignment_series(table, "order0", m)
     _, probe = rundir.alignment_series(table, "order1_probe", m)
@@ -68,7 +68,7 @@ def _member_add(run: Path, m: int) -> dict:
 
 def conclude_add(out: Path, paths: dict[str, Path]) -> Outcome:
     run = paths[""]
-    per = [_member_add(run, m) for m in ms.members(run)]
+    per = [member_add_numbers(run, m) for m in ms.members(run)]
     med = {key: ms.median([p[key] for p in per]) for key in per[0] if key not in ("acc_full",)}
     first = per[0]
     split_rise = med["half_end"] - med["half_at_peak"]
@@ -142,7 +142,7 @@ def _order_share_numbers(run: Path, early: int, late: int) -> tuple[list[KeyNumb
     return keys, text
 
 
-def _member_mod(run: Path, m: int) -> dict:
+def member_mod_numbers(run: Path, m: int) -> dict:
     table = rundir.read_alignment(run)
     epochs, _ = rundir.alignment_series(table, "order0", m)
     _, one_minus_mse = rundir.alignment_series(table, "order0", m, "one_minus_mse")
@@ -162,7 +162,7 @@ def _member_mod(run: Path, m: int) -> dict:
 
 def conclude_mod(out: Path, paths: dict[str, Path]) -> Outcome:
     run = paths[""]
-    per = [_member_mod(run, m) for m in ms.members(run)]
+    per = [member_mod_numbers(run, m) for m in ms.members(run)]
     first = per[0]
     early_mse = ms.median([p["early_mse"] for p in per])
     plateau = [p["plateau_end"] for p in per]

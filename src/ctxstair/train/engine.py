@@ -1,4 +1,4 @@
-"""Train a CBOW ensemble on a task and write the run directory (SPEC §4-5; docs/run-directory.md).
+"""Train an ensemble (CBOW or attention-only) on a task and write the run directory (SPEC §4-5; docs/run-directory.md).
 
 Read top to bottom: build the dataset and the model, prepare the run directory (fresh, forced or
 resumed), then one loop over epochs that logs loss and accuracy, takes snapshots, checkpoints,
@@ -33,7 +33,7 @@ from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, dump_yaml, load_yaml
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
-from ctxstair.models import CBOWEnsemble, MemberSpec
+from ctxstair.models import AttentionEnsemble, CBOWEnsemble, MemberSpec
 from ctxstair.signatures import signature_hierarchy
 from ctxstair.tasks import Dataset
 from ctxstair.train.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
@@ -45,6 +45,8 @@ EpochHook = Callable[[int], None]
 #: full-batch forward pass (with its autograd graph), which full-batch steps reuse. Returns the
 #: number of gradient evaluations it took (1 for a full-batch step).
 EpochUpdate = Callable[[int, torch.Tensor], int]
+#: The models the engine trains: stacked members, ``forward(X (n, L)) -> logits (K, n, V)``.
+Ensemble = CBOWEnsemble | AttentionEnsemble
 
 
 def member_specs(cfg: RunConfig) -> list[MemberSpec]:
@@ -60,10 +62,14 @@ def member_specs(cfg: RunConfig) -> list[MemberSpec]:
     ]
 
 
-def build_model(cfg: RunConfig, dataset: Dataset) -> CBOWEnsemble:
-    """The CBOW ensemble of ``cfg`` for ``dataset``'s vocabulary."""
-    return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), cfg.model.activation, cfg.model.coeffs,
-                        cfg.model.power, dtype=getattr(torch, cfg.train.dtype))
+def build_model(cfg: RunConfig, dataset: Dataset) -> Ensemble:
+    """The ensemble of ``cfg.model.kind`` (CBOW or attention-only, SPEC §5) for ``dataset``."""
+    m, dtype = cfg.model, getattr(torch, cfg.train.dtype)
+    if m.kind == "attention":
+        qk, ov = (m.init.gamma if g is None else g for g in (m.init.qk, m.init.ov))
+        return AttentionEnsemble(dataset.vocab_size, dataset.seq_len, member_specs(cfg), gamma_qk=qk, gamma_ov=ov,
+                                 d_k=m.d_k, positional=m.positional, dtype=dtype)
+    return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), m.activation, m.coeffs, m.power, dtype=dtype)
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
@@ -80,7 +86,7 @@ def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
     return optimizer(params, lr=t.lr, weight_decay=t.weight_decay)
 
 
-def member_losses(model: CBOWEnsemble, X: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy loss (K,) and accuracy (K,) of every member on samples (X (n, L), y (n,))."""
     logits = model(X)  # (K, n, V)
     acc = (logits.argmax(dim=-1) == y).double().mean(dim=1)
@@ -104,7 +110,7 @@ def full_batch_step(optimizer: torch.optim.Optimizer, losses: torch.Tensor) -> i
     return 1
 
 
-def minibatch_epoch(model: CBOWEnsemble, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor,
+def minibatch_epoch(model: Ensemble, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor,
                     batch_size: int, generator: torch.Generator) -> int:
     """One pass over samples X (n, L), y (n,) in minibatches of ``batch_size``, shuffled by
     ``generator``; returns the number of minibatch steps."""
@@ -116,7 +122,7 @@ def minibatch_epoch(model: CBOWEnsemble, optimizer: torch.optim.Optimizer, X: to
     return len(batches)
 
 
-def gradient_flow(model: CBOWEnsemble, X: torch.Tensor, y: torch.Tensor, t0: float, t1: float, *,
+def gradient_flow(model: Ensemble, X: torch.Tensor, y: torch.Tensor, t0: float, t1: float, *,
                   rtol: float = 1e-6, atol: float = 1e-8, method: str = "dopri5", weight_decay: float = 0.0) -> int:
     """Integrate the gradient flow dθ/dt = −∇_θ Σ_k L_k(θ) − weight_decay·θ from t0 to t1 (SPEC §1, §5).
 
@@ -161,7 +167,7 @@ def reuses_forward(cfg: RunConfig, n: int) -> bool:
     return cfg.train.optimizer != "flow" and (cfg.train.batch_size or n) >= n
 
 
-def epoch_update(cfg: RunConfig, model: CBOWEnsemble, optimizer: torch.optim.Optimizer | None,
+def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimizer | None,
                  X: torch.Tensor, y: torch.Tensor, generator: torch.Generator) -> EpochUpdate:
     """The update of one epoch for ``cfg.train`` (SPEC §5 "Training"), as ``update(epoch, losses)``.
 
@@ -281,12 +287,13 @@ def _completed(out: Path, epochs: int) -> bool:
     return bool(logged.size) and int(logged.max()) == epochs
 
 
-def _write_members(out: Path, model: CBOWEnsemble) -> None:
+def _write_members(out: Path, model: Ensemble) -> None:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["member", "seed", "d", "gamma_embedding", "gamma_unembedding", "init_std_W_E", "init_std_W_U"])
-    for k, (m, std) in enumerate(zip(model.members, model.init_stds())):
-        writer.writerow([k, m.seed, m.d, m.gamma_embedding, m.gamma_unembedding, f"{std['W_E']:.6g}", f"{std['W_U']:.6g}"])
+    rows = model.member_rows()
+    writer = csv.DictWriter(buffer, ["member", *rows[0]], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({"member": k, **{key: f"{v:.6g}" if key.startswith("init_std") else v for key, v in row.items()}}
+                     for k, row in enumerate(rows))
     atomic_write_text(out / "members.csv", buffer.getvalue())
 
 

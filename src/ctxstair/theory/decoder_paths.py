@@ -1,0 +1,114 @@
+"""Path decomposition of the embedding gradient of a decoder LM (SPEC §6.4).
+
+The final residual stream of :class:`ctxstair.models.decoder.DecoderLM` is a sum of summands
+``c_j`` (``embed``, ``attn.ℓ``, ``mlp.ℓ``), each a function of ``W_E``. With the upstream gradient
+``G = ∂objective/∂stream`` (n, T, d), the chain rule splits the embedding gradient exactly:
+
+    ∇_{W_E} objective = Σ_j (∂c_j/∂W_E)^T G        (one vector-Jacobian product per summand)
+
+Path j is everything that reaches the objective through summand j — including the routes from
+``W_E`` through earlier blocks into ``c_j`` — so the paths sum to the full gradient, while
+``embed`` is the direct path: ``G`` at the positions holding α, summed.
+
+Objectives, over the pairs (x_s, x_{s+1}) with s < T-1:
+``loss`` = −mean next-token cross-entropy (so the result is the gradient-flow direction, SPEC §1);
+``label`` = mean logit of the next token (the label-driven part).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ctxstair.checks import check_id_subset, check_sequences
+from ctxstair.errors import InputError
+from ctxstair.models.decoder import DecoderLM, next_token_loss
+
+__all__ = ["DECODER_OBJECTIVES", "decoder_embedding_paths", "direct_path_prediction"]
+
+#: Objectives of :func:`decoder_embedding_paths` and :func:`direct_path_prediction`.
+DECODER_OBJECTIVES = ("loss", "label")
+
+
+def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str = "loss") -> dict[str, np.ndarray]:
+    """Embedding gradient of ``objective`` split into the paths of the residual stream (SPEC §6.4).
+
+    Args:
+        model: the decoder; its own dtype is used (float64 for exact sums).
+        tokens: int (n, T) windows, 2 <= T <= max_seq_len.
+        objective: ``loss`` (−mean next-token cross-entropy) or ``label`` (mean next-token logit).
+
+    Returns:
+        float64 (V, d) per path, keyed like :meth:`DecoderLM.residual_contributions` (``embed``,
+        ``attn.0``, ``mlp.0``, ...), plus ``full``, the plain autograd gradient; the paths sum to
+        ``full`` up to rounding. ``model``'s ``.grad`` fields are left untouched.
+    """
+    _check_objective(objective)
+    X = check_sequences(tokens, model.cfg.vocab_size, "tokens")
+    if X.shape[1] < 2:
+        raise InputError(f"tokens need windows of length T >= 2 to hold a next token, got shape {X.shape}")
+    X = torch.as_tensor(X, device=model.W_E.device)
+    contributions = model.residual_contributions(X)
+    stream = sum(contributions.values())  # (n, T, d): the final stream, as in forward()
+    logits = model.logits_from_stream(stream)  # (n, T, V)
+    if objective == "loss":
+        value = -next_token_loss(logits, X)
+    else:
+        value = logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
+    (upstream,) = torch.autograd.grad(value, stream, retain_graph=True)  # G, (n, T, d)
+    paths = {name: torch.autograd.grad(c, model.W_E, upstream, retain_graph=True)[0]
+             for name, c in contributions.items()}
+    (paths["full"],) = torch.autograd.grad(value, model.W_E)
+    return {name: g.detach().to(torch.float64).cpu().numpy() for name, g in paths.items()}
+
+
+def direct_path_prediction(model: DecoderLM, r_nt: np.ndarray, phi_nt: np.ndarray, objective: str = "loss",
+                           tokens: np.ndarray | None = None) -> np.ndarray:
+    """Early-training prediction of the direct (``embed``) path from the next-token signature.
+
+    Assumption (small initialization): attention and MLP outputs are negligible against the
+    embedding, so the final stream at a position holding α is ``w_α = W_E[α]``. Then the logits
+    there are ``W_U n(w_α)`` with ``n = RMSNorm_final`` (weight g, eps ε), the same at every
+    occurrence of α, and summing the upstream gradient over the occurrences at s < T-1 gives
+
+        loss:   r^nt_α J_α^T W_U^T (φ^{y;nt}_α − p_α),   p_α = softmax(W_U n(w_α))
+        label:  r^nt_α J_α^T W_U^T φ^{y;nt}_α
+
+    with the RMSNorm Jacobian ``J_α = Diag(g) (I/ρ_α − w_α w_α^T / (d ρ_α³))``,
+    ``ρ_α = sqrt(|w_α|²/d + ε)`` (for ε → 0: ``Diag(g)/ρ_α (I − ŵ_α ŵ_α^T)``). Under the assumption
+    this is the direct path exactly, not just its direction (SPEC §6.4: direct path ∝
+    ``r^nt_α W_U^T φ^{y;nt}_α``). It uses the signature and the current weights only.
+
+    Args:
+        model: the decoder (its ``W_E``, ``W_U`` and final norm are read).
+        r_nt: float (V,) and phi_nt: float (len(tokens), V) from
+            :func:`ctxstair.signatures.next_token.next_token_signature` over all labels.
+        objective: ``loss`` or ``label`` as in :func:`decoder_embedding_paths`.
+        tokens: the token subset phi_nt's rows belong to (default: all V).
+
+    Returns:
+        float64 (len(tokens), d): the predicted direct path of each token.
+    """
+    _check_objective(objective)
+    V, d = model.W_E.shape
+    tokens = check_id_subset(tokens, V, "tokens")
+    r_nt, phi_nt = np.asarray(r_nt, dtype=np.float64), np.asarray(phi_nt, dtype=np.float64)
+    if r_nt.shape != (V,) or phi_nt.shape != (tokens.size, V):
+        raise InputError(f"r_nt must have shape ({V},) and phi_nt ({tokens.size}, {V}) (all labels), "
+                         f"got {r_nt.shape} and {phi_nt.shape}")
+    with torch.no_grad():
+        w = model.W_E.detach().double().cpu()[torch.from_numpy(tokens)]  # (k, d)
+        W_U = model.W_U.detach().double().cpu()  # (V, d)
+        g = model.ln_final.weight.detach().double().cpu()  # (d,)
+        rho = torch.sqrt(w.pow(2).mean(-1, keepdim=True) + model.ln_final.eps)  # (k, 1)
+        target = torch.from_numpy(phi_nt)  # (k, V)
+        if objective == "loss":
+            target = target - torch.softmax((g * w / rho) @ W_U.T, dim=-1)
+        u = g * (target @ W_U)  # Diag(g) W_U^T (φ − p), (k, d)
+        J_T_u = u / rho - w * (w * u).sum(-1, keepdim=True) / (d * rho**3)  # (k, d)
+        return (torch.from_numpy(r_nt[tokens])[:, None] * J_T_u).numpy()
+
+
+def _check_objective(objective: str) -> None:
+    if objective not in DECODER_OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r}; allowed: {', '.join(DECODER_OBJECTIVES)}")
