@@ -168,7 +168,7 @@ def test_label_law(runs):
 # ---------------------------------------------------------------- errors leave nothing behind
 
 @pytest.mark.parametrize("name,overrides,needle", [
-    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, early-geometry, init-scaling, label-law, staircase-add, staircase-mod"),
+    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, early-geometry, init-scaling, label-law, staircase-add, staircase-mod"),
     ("staircase-add", {"train.foo": 1}, "unknown config key 'train.foo'"),
     ("staircase-add", {"train.lr": "fast"}, "train.lr must be of type float"),
     ("staircase-add", {"task.N": -1}, "'N'"),
