@@ -1,7 +1,7 @@
 """The attention-only model (SPEC §5, §6.3): ``attention-arith`` (F5a) and ``attention-parity`` (F5b).
 
     ctxstair run attention-parity --out runs/attention-parity     # about 20 s on 2 CPU cores
-    ctxstair run attention-arith --out runs/attention-arith       # about 1 min
+    ctxstair run attention-arith --out runs/attention-arith       # about 20 s
 
 Defaults, and why (docs/recipes.md has the measurements):
 
@@ -216,7 +216,7 @@ register(Recipe(
     name="attention-arith", figure="SPEC §8 F5a",
     expectation="attention-only model: add aligns with order 0 early and order 1 late; mod collinear early, order-1 "
                 "structure later",
-    cpu_time="≈ 1 min (3000 epochs; the paper's 10,000 with --set train.epochs=10000, ≈ 3 min)",
+    cpu_time="≈ 20 s (3000 epochs; the paper's 10,000 with --set train.epochs=10000: ≈ 1 min)",
     runs=lambda: {part: _config("attention-arith", TaskConfig(part, {"N": 20}), 1e-2, 3000) for part in ("add", "mod")},
     conclude=conclude_arith,
     extra_analysis=analyse_attention_run,
