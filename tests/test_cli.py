@@ -86,7 +86,8 @@ def test_recipes_lists_every_recipe(capsys):
     assert main(["recipes"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ["activation-order", "attention-arith", "attention-parity", "early-geometry",
-                                                     "init-scaling", "label-law", "staircase-add", "staircase-mod"]
+                                                     "init-scaling", "label-law", "lm-staircase", "staircase-add",
+                                                     "staircase-mod"]
     assert all("§8" in line for line in lines)  # each names its paper figure
 
 

@@ -1,13 +1,14 @@
-"""The decoder LM (SPEC §4-5), the next-token signature (SPEC §6.4, §7) and the path decomposition
-of the embedding gradient with its early-training direct-path prediction (SPEC §6.4)."""
+"""The decoder LM (SPEC §4-5) and the path decomposition of the embedding gradient with its
+early-training direct-path prediction from the next-token signature (SPEC §6.4). The signature
+itself is tested in tests/test_corpus_signatures.py."""
 
 import numpy as np
 import pytest
 import torch
 
-from ctxstair.errors import InputError, TooLargeError
+from ctxstair.errors import InputError
 from ctxstair.models.decoder import DecoderConfig, DecoderLM, next_token_loss
-from ctxstair.signatures.next_token import NextTokenCounts, next_token_signature
+from ctxstair.signatures import next_token_occurrence, next_token_signature
 from ctxstair.theory.decoder_paths import decoder_embedding_paths, direct_path_prediction
 
 
@@ -241,7 +242,7 @@ def test_direct_path_prediction_matches_embed_path_at_small_init(d, objective):
     V = 13
     model, X = tiny(V=V, d=d, gamma=2.0, seed=1), markov_windows(V, 20, 8)
     measured = decoder_embedding_paths(model, X, objective)["embed"]
-    r_nt, phi_nt = next_token_signature(X, V)
+    r_nt, phi_nt = next_token_occurrence(X, V), next_token_signature(X, V)
     seen = r_nt > 0
     predicted = direct_path_prediction(model, r_nt, phi_nt, objective)
     assert row_cosines(predicted[seen], measured[seen]).min() >= 0.99
@@ -250,12 +251,12 @@ def test_direct_path_prediction_matches_embed_path_at_small_init(d, objective):
     np.testing.assert_array_equal(predicted[~seen], 0)
     # The signature of shuffled windows (same tokens, other successors) predicts clearly worse.
     shuffled = np.random.default_rng(5).permuted(X, axis=1)
-    r_sh, phi_sh = next_token_signature(shuffled, V)
+    r_sh, phi_sh = next_token_occurrence(shuffled, V), next_token_signature(shuffled, V)
     wrong = direct_path_prediction(model, r_sh, phi_sh, objective)
     assert np.median(row_cosines(wrong[seen], measured[seen])) < 0.8
     # a token subset gives the matching rows
     subset = np.flatnonzero(seen)[:4]
-    _, phi_sub = next_token_signature(X, V, tokens=subset)
+    phi_sub = next_token_signature(X, V, tokens=subset)
     np.testing.assert_allclose(direct_path_prediction(model, r_nt, phi_sub, objective, tokens=subset),
                                predicted[subset], rtol=1e-13, atol=0)
 
@@ -273,72 +274,10 @@ def test_direct_path_prediction_is_exact_when_blocks_write_nothing(objective):
             block.W_down.zero_()
         model.ln_final.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(0))
     measured = decoder_embedding_paths(model, X, objective)["embed"]
-    predicted = direct_path_prediction(model, *next_token_signature(X, V), objective)
+    predicted = direct_path_prediction(model, next_token_occurrence(X, V), next_token_signature(X, V), objective)
     np.testing.assert_allclose(predicted, measured, rtol=1e-10, atol=1e-14 * np.abs(measured).max())
 
 
 def test_direct_path_prediction_checks_shapes():
     with pytest.raises(InputError, match="phi_nt"):
         direct_path_prediction(tiny(), np.ones(13) / 13, np.ones((13, 12)))
-
-
-# ---------------------------------------------------------------- (f) next-token signature
-
-def brute_force_next_token(chunks, V):
-    """Loop over every window of every (X, weights) chunk and every position s < T-1."""
-    pairs, first = np.zeros((V, V)), np.zeros(V)
-    for X, w in chunks:
-        for i in range(X.shape[0]):
-            for s in range(X.shape[1] - 1):
-                pairs[X[i, s], X[i, s + 1]] += w[i]
-                first[X[i, s]] += w[i]
-    phi = np.zeros((V, V))
-    for a in range(V):
-        if first[a] > 0:
-            phi[a] = pairs[a] / first[a]
-    return first / first.sum(), phi
-
-
-def test_next_token_signature_against_brute_force():
-    V = 11
-    X = np.random.default_rng(0).integers(0, V - 1, (15, 6))  # token 10 never occurs
-    X[0, -1] = 9  # 9 also sits at a last position, which is not a pair's first token
-    w = np.random.default_rng(1).random(15)
-    for weights in (None, w):
-        r, phi = next_token_signature(X, V, weights=weights)
-        r_bf, phi_bf = brute_force_next_token([(X, np.ones(15) if weights is None else w)], V)
-        np.testing.assert_allclose(r, r_bf, rtol=1e-13, atol=0)
-        np.testing.assert_allclose(phi, phi_bf, rtol=1e-13, atol=0)
-        assert r.sum() == pytest.approx(1) and np.allclose(phi[r > 0].sum(1), 1)
-        assert r[10] == 0 and not phi[10].any()
-    # subsets select entries of the full signature, nothing renormalised
-    r, phi = next_token_signature(X, V)
-    tokens, labels = np.array([7, 2, 10]), np.array([0, 3, 8])
-    r_sub, phi_sub = next_token_signature(X, V, tokens=tokens, labels=labels)
-    np.testing.assert_array_equal(r_sub, r)
-    np.testing.assert_allclose(phi_sub, phi[np.ix_(tokens, labels)], rtol=1e-13, atol=0)
-
-
-def test_chunked_counts_equal_one_shot():
-    V, X = 12, np.random.default_rng(2).integers(0, 12, (30, 7))
-    w = np.random.default_rng(3).random(30)
-    counts = NextTokenCounts(V)
-    for lo, hi in [(0, 4), (4, 19), (19, 30)]:
-        assert counts.add(X[lo:hi], weights=w[lo:hi]) is counts
-    for a, b in zip(counts.signature(), next_token_signature(X, V, weights=w)):
-        np.testing.assert_allclose(a, b, rtol=1e-13, atol=0)
-    # chunks may have different lengths: they pool their pairs
-    short, long = X[:10, :4], X[10:]
-    r, phi = NextTokenCounts(V).add(short, weights=w[:10]).add(long, weights=w[10:]).signature()
-    r_bf, phi_bf = brute_force_next_token([(short, w[:10]), (long, w[10:])], V)
-    np.testing.assert_allclose(r, r_bf, rtol=1e-13, atol=0)
-    np.testing.assert_allclose(phi, phi_bf, rtol=1e-13, atol=0)
-
-
-def test_next_token_signature_refuses_bad_input():
-    with pytest.raises(InputError, match="T >= 2"):
-        next_token_signature(np.zeros((3, 1), dtype=np.int64), 5)
-    with pytest.raises(TooLargeError, match="tokens="):
-        NextTokenCounts(1000, max_bytes=1000)
-    with pytest.raises(InputError, match="no next-token pairs"):
-        NextTokenCounts(5).signature()

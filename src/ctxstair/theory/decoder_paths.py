@@ -81,8 +81,9 @@ def direct_path_prediction(model: DecoderLM, r_nt: np.ndarray, phi_nt: np.ndarra
 
     Args:
         model: the decoder (its ``W_E``, ``W_U`` and final norm are read).
-        r_nt: float (V,) and phi_nt: float (len(tokens), V) from
-            :func:`ctxstair.signatures.next_token.next_token_signature` over all labels.
+        r_nt: float (V,) from :func:`ctxstair.signatures.next_token_occurrence`.
+        phi_nt: float (len(tokens), V) from :func:`ctxstair.signatures.next_token_signature` over
+            all labels.
         objective: ``loss`` or ``label`` as in :func:`decoder_embedding_paths`.
         tokens: the token subset phi_nt's rows belong to (default: all V).
 

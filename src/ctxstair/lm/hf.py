@@ -1,0 +1,297 @@
+"""Input embeddings of existing language models, and the SPEC §7 measurements on them.
+
+:func:`load_embeddings` reads the input-embedding matrix ``W_E`` (V, d) and the tokenizer of
+
+* a Hugging Face causal-LM directory (``config.json`` + weights + ``tokenizer.json``), through
+  ``transformers.AutoModelForCausalLM.from_pretrained(..., local_files_only=True)``;
+* a folder of such checkpoints from one run (``checkpoint-<step>`` sub-folders), one per step (a
+  model saved at the folder's top next to them is not read);
+* a GGUF file, or the name of a fetched model (``smollm2``: SmolLM2-135M-Instruct, Q4_1, SPEC
+  §10). The embedding tensor ``token_embd.weight`` is read and dequantised with ``gguf`` — the same
+  routine ``transformers`` uses when it loads the whole model (identical values), without
+  building the model — and the tokenizer comes from ``transformers`` (``gguf_file=``);
+* an LM run directory of this project (``config.yaml``, ``tokenizer.json``,
+  ``snapshots/step_XXXXXXXX.safetensors`` holding ``W_E``), one per snapshot.
+
+:func:`analyze_model` tokenises a corpus with the model's tokenizer and computes, per checkpoint,
+ρ_next and the held-out prefix probe next to its shuffled baseline (:mod:`ctxstair.lm.analysis`).
+Nothing is downloaded: every load is local.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ctxstair.alignment._checks import int_in_range
+from ctxstair.alignment.similarity import _cosine, signature_cosine
+from ctxstair.errors import InputError
+from ctxstair.lm import analysis
+from ctxstair.lm.tokenizer import TextTokenizer
+
+_CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
+_SNAPSHOT_FILE = re.compile(r"step_(\d{8})\.safetensors")
+#: The input-embedding tensor of a GGUF file (llama.cpp naming, every architecture).
+_GGUF_EMBEDDING = "token_embd.weight"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Input embeddings of one model state.
+
+    Attributes:
+        name: what it is (a directory, file or snapshot name).
+        step: training step for checkpoints of a run, None for a single model.
+        W_E: (V, d) input-embedding rows, float32 (float64 if stored so); V may exceed the
+            tokenizer's vocabulary (padded embedding matrices).
+        tokenizer: the model's tokenizer.
+    """
+
+    name: str
+    step: int | None
+    W_E: np.ndarray
+    tokenizer: TextTokenizer
+
+
+def load_embeddings(source: str | os.PathLike) -> list[Checkpoint]:
+    """The checkpoints of ``source`` (module docstring), in step order.
+
+    Args:
+        source: a Hugging Face model directory, a folder of ``checkpoint-<step>`` directories, a
+            ``.gguf`` file, a fetched model name (``smollm2``) or an LM run directory.
+
+    Returns:
+        one :class:`Checkpoint` for a single model, one per step (ascending) otherwise; all of
+        them share one tokenizer.
+    """
+    return list(iter_checkpoints(source))
+
+
+def iter_checkpoints(source: str | os.PathLike) -> Iterator[Checkpoint]:
+    """:func:`load_embeddings` one checkpoint at a time, so a long run never sits in memory whole.
+
+    The source is resolved and checked on the first ``next()``; bad input raises InputError there.
+    """
+    path = _resolve(source)
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise InputError(f"{path} is a file but not a GGUF model (.gguf)")
+        yield Checkpoint(path.name, None, _gguf_embeddings(path), _gguf_tokenizer(path))
+    elif (path / "config.yaml").is_file() and (path / "snapshots").is_dir():
+        yield from _run_snapshots(path)
+    elif steps := sorted((int(m.group(1)), p) for p in path.iterdir()
+                         if p.is_dir() and (m := _CHECKPOINT_DIR.fullmatch(p.name))):
+        # A Trainer output folder may also hold the final model at its top: the checkpoints win,
+        # since a folder is passed for the curve (the final model is usually the last checkpoint).
+        tokenizer = _hf_tokenizer(steps[0][1], path)
+        for step, folder in steps:
+            yield Checkpoint(folder.name, step, _hf_embeddings(folder), tokenizer)
+    elif (path / "config.json").is_file():
+        yield Checkpoint(path.name, None, _hf_embeddings(path), _hf_tokenizer(path, path))
+    else:
+        raise InputError(f"{path} is neither a Hugging Face model directory (config.json), a folder of "
+                         "checkpoint-<step> directories, nor an LM run directory (config.yaml, snapshots/)")
+
+
+def analyze_model(
+    source: str | os.PathLike,
+    corpus_text: str,
+    k: int = 200,
+    window: int = 128,
+    max_tokens: int = 2_000_000,
+    probe: bool = True,
+) -> dict:
+    """ρ_next and the held-out prefix probe (SPEC §7) for every checkpoint of a model.
+
+    The corpus is tokenised with the model's tokenizer, cut to ``max_tokens`` tokens and into
+    non-overlapping windows of ``window`` tokens (the tail is dropped). Over the token set ``T`` =
+    the ``k`` most frequent word-like tokens of the windows: next-token signatures (T, V) and, for
+    the probe, prefix signatures ``φ^{y;1}`` over the labels :func:`~ctxstair.lm.analysis.prefix_labels`
+    (``T`` and the most frequent tokens, 1000 in all) and context ``T``. The probe uses the fixed
+    split :func:`~ctxstair.lm.analysis.token_split` (a quarter held out, seed 0) and the SPEC §3
+    settings (Adam, lr 0.01, 300 steps). Deterministic.
+
+    Args:
+        source: as :func:`load_embeddings`.
+        corpus_text: the text (e.g. :func:`ctxstair.lm.corpus.load_text`).
+        k: size of the token set, >= 4 (SPEC §7: 200).
+        window: tokens per window, >= 2.
+        max_tokens: at most this many tokens of the corpus are used.
+        probe: whether to fit the prefix probe and its baseline (the slow part).
+
+    Returns:
+        dict, JSON-ready except ``similarity``:
+        ``source``; ``corpus`` (``tokens``, ``windows``, ``window``); ``k``; ``tokens`` (T ids) and
+        ``token_strings``; ``prefix_labels`` (number of labels, None without probe);
+        ``heldout_tokens`` (ids, [] without probe); ``checkpoints``: one dict per checkpoint with
+        ``name``, ``step``, ``rho_next_pearson``, ``rho_next_spearman``, ``rho_next_defined``,
+        ``probe_heldout_mse`` and ``shuffled_heldout_mse`` (None without probe);
+        ``similarity``: ``next`` (T, T) ``S^next`` and ``embedding`` (S, T, T) ``S^emb`` arrays.
+    """
+    from ctxstair.lm.train import make_windows
+    from ctxstair.signatures import next_token_signature, prefix_signature
+
+    k = int_in_range(k, "k", 4)
+    window = int_in_range(window, "window", 2)
+    max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
+    stream = iter_checkpoints(source)
+    first = next(stream)
+    tokenizer, V = first.tokenizer, first.W_E.shape[0]
+    ids = tokenizer.encode(corpus_text)[:max_tokens]
+    # Embedding matrices may be padded beyond the tokenizer, and tokenizers may list special tokens
+    # beyond the matrix; only the ids the corpus actually uses need a row.
+    if ids.size and ids.max() >= V:
+        raise InputError(f"the corpus uses token id {ids.max()}, but the embedding matrix has only {V} rows")
+    windows = make_windows(ids, window)
+    word_like = np.zeros(V, dtype=bool)
+    n_known = min(tokenizer.vocab_size, V)
+    word_like[:n_known] = tokenizer.word_like(np.arange(n_known))
+    tokens = analysis.eligible_tokens(windows, word_like, k)
+    if tokens.size < 4:
+        raise InputError(f"the corpus has only {tokens.size} distinct word-like tokens; need at least 4")
+    phi_next = next_token_signature(windows, V, tokens=tokens)
+
+    checkpoints, W = [], []
+    for checkpoint in chain([first], stream):
+        if checkpoint.W_E.shape != first.W_E.shape:
+            raise InputError(f"checkpoint {checkpoint.name} has embeddings of shape {checkpoint.W_E.shape}, "
+                             f"unlike {first.name} {first.W_E.shape}: not one run")
+        checkpoints.append({"name": checkpoint.name, "step": checkpoint.step})
+        W.append(checkpoint.W_E[tokens].astype(np.float64))
+    W = np.stack(W)  # (S, T, d)
+    rho = analysis.rho_next(W, phi_next)
+    probe_mse = shuffled_mse = [None] * len(W)
+    labels, heldout = None, np.zeros(0, dtype=np.int64)
+    if probe:
+        labels = analysis.prefix_labels(windows, tokens, V)
+        phi1 = prefix_signature(windows, tokens, labels, tokens)
+        train_idx, heldout_idx = analysis.token_split(tokens.size)
+        heldout = tokens[heldout_idx]
+        probe_mse = analysis.prefix_probe(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
+        shuffled_mse = analysis.shuffled_baseline(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
+    for i, row in enumerate(checkpoints):
+        row.update(rho_next_pearson=float(rho["pearson"][i]), rho_next_spearman=float(rho["spearman"][i]),
+                   rho_next_defined=bool(rho["defined"][i]), probe_heldout_mse=probe_mse[i],
+                   shuffled_heldout_mse=shuffled_mse[i])
+    return {
+        "source": str(source),
+        "corpus": {"tokens": int(windows.size), "windows": int(windows.shape[0]), "window": window},
+        "k": k,
+        "tokens": tokens.tolist(),
+        "token_strings": [tokenizer.token_string(int(t)) for t in tokens],
+        "prefix_labels": None if labels is None else int(labels.size),
+        "heldout_tokens": heldout.tolist(),
+        "checkpoints": checkpoints,
+        "similarity": {"next": signature_cosine(phi_next), "embedding": _cosine(W)},
+    }
+
+
+# --- sources ------------------------------------------------------------------------------------
+
+
+def _resolve(source: str | os.PathLike) -> Path:
+    """A fetched model name -> its GGUF file; otherwise the existing path ``source``."""
+    from ctxstair.lm.corpus import SOURCES, files
+
+    name = str(source)
+    if name in SOURCES and SOURCES[name].kind == "model":
+        return files(name)[0]  # InputError naming `ctxstair data fetch` when not fetched
+    path = Path(name).expanduser()
+    if not path.exists():
+        models = ", ".join(n for n, s in SOURCES.items() if s.kind == "model")
+        raise InputError(f"model {name!r} not found: not a path, nor a fetched model name ({models})")
+    return path
+
+
+def _run_snapshots(run: Path) -> Iterator[Checkpoint]:
+    """One checkpoint per ``snapshots/step_XXXXXXXX.safetensors`` of an LM run directory."""
+    from safetensors import safe_open
+
+    steps = sorted((int(m.group(1)), p) for p in (run / "snapshots").iterdir()
+                   if (m := _SNAPSHOT_FILE.fullmatch(p.name)))
+    if not steps:
+        raise InputError(f"{run / 'snapshots'} holds no step_XXXXXXXX.safetensors snapshot")
+    tokenizer = TextTokenizer.load(run / "tokenizer.json")
+    for step, file in steps:
+        with safe_open(file, framework="pt") as snapshot:
+            if "W_E" not in snapshot.keys():
+                raise InputError(f"snapshot {file} has no W_E tensor")
+            yield Checkpoint(file.stem, step, _numpy(snapshot.get_tensor("W_E")), tokenizer)
+
+
+def _hf_embeddings(folder: Path) -> np.ndarray:
+    """``get_input_embeddings().weight`` of the causal LM saved in ``folder``."""
+    from transformers import AutoModelForCausalLM
+
+    with _quiet_transformers():
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+        except (OSError, ValueError, KeyError) as error:
+            raise InputError(f"cannot load the model in {folder}: {_first_line(error)}") from None
+    return _numpy(model.get_input_embeddings().weight)
+
+
+def _hf_tokenizer(folder: Path, fallback: Path) -> TextTokenizer:
+    """The tokenizer in ``folder``, else in ``fallback`` (a run's folder above its checkpoints)."""
+    return TextTokenizer.from_pretrained_dir(folder if (folder / "tokenizer.json").is_file() else fallback)
+
+
+def _gguf_embeddings(file: Path) -> np.ndarray:
+    """The dequantised ``token_embd.weight`` of a GGUF file, (V, d) float32."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(file)
+    except (OSError, ValueError) as error:
+        raise InputError(f"cannot read GGUF file {file}: {_first_line(error)}") from None
+    tensor = next((t for t in reader.tensors if t.name == _GGUF_EMBEDDING), None)
+    if tensor is None:
+        raise InputError(f"GGUF file {file} has no {_GGUF_EMBEDDING} tensor")
+    return np.ascontiguousarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+
+
+def _gguf_tokenizer(file: Path) -> TextTokenizer:
+    """The tokenizer stored in a GGUF file's metadata, rebuilt by ``transformers``."""
+    from transformers import AutoTokenizer
+
+    with _quiet_transformers():
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+        except (OSError, ValueError, KeyError) as error:
+            raise InputError(f"cannot read the tokenizer of {file}: {_first_line(error)}") from None
+    return TextTokenizer.from_transformers(tokenizer)
+
+
+def _numpy(weight) -> np.ndarray:
+    """A torch weight as numpy: float32 and float64 as they are, other floats (bf16) as float32."""
+    import torch
+
+    weight = weight.detach().cpu()
+    return (weight if weight.dtype in (torch.float32, torch.float64) else weight.float()).numpy()
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]

@@ -1,0 +1,127 @@
+"""The staircase in a real language model (SPEC §7, §8 F7): measurements at every snapshot of an LM
+run (:mod:`ctxstair.lm.train`).
+
+Per snapshot step, over the eligible tokens T (the ``analysis.k`` most frequent word-like tokens of
+the training windows):
+
+* ``alignment.csv``, signature ``next_token``: ρ_next — Pearson and Spearman between the cosine
+  matrices of the embeddings ``W_E[T]`` and of the next-token signatures ``φ^{y;nt}`` (SPEC §7);
+* ``lm_analysis.csv`` (``step, measure, part, value``):
+  ``probe_heldout_mse`` / ``probe_shuffled_mse`` — the first-order prefix probe's MSE on pairs of
+  held-out tokens, and the same probe fitted to signatures shuffled across tokens (the control);
+  ``attention_path_corr`` (part = layer ℓ) — correlation of the cosine matrices of the
+  attention-path signature ``φ^{y;attn,ℓ}`` and of ``z_α = W_O^ℓ W_V^ℓ w_α``, and
+  ``attention_path_null`` — the largest |r| over :data:`NULL_PERMUTATIONS` permutations of the
+  tokens' signature rows (a correlation above it has p < 1/NULL_PERMUTATIONS); ``path_share`` (part =
+  ``embed``, ``attn.ℓ``, ``mlp.ℓ``) — each path's share of the summed path norms of the update
+  ``−∇_{W_E} loss`` restricted to the T rows (SPEC §6.4).
+
+    python -c "from ctxstair.lm.staircase import analyse_lm_run; analyse_lm_run('runs/lm-staircase')"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ctxstair import rundir
+from ctxstair.config import load_yaml
+from ctxstair.lm import analysis
+from ctxstair.lm.train import LMConfig, build_model, corpus_windows, load_snapshot, snapshot_steps, split_windows
+from ctxstair.signatures import next_token_signature, prefix_signature
+from ctxstair.theory.decoder_paths import decoder_embedding_paths
+
+LM_COLUMNS = ("step", "measure", "part", "value")
+NULL_PERMUTATIONS = 100
+
+
+def read_config(out: str | Path) -> LMConfig:
+    """The :class:`LMConfig` saved in an LM run directory."""
+    return load_yaml((Path(out) / "config.yaml").read_text(), LMConfig)
+
+
+def analyse_lm_run(out: str | Path) -> None:
+    """Compute every measurement of the module docstring; write ``alignment.csv``, ``lm_analysis.csv``
+    and ``lm_tokens.json`` (the eligible tokens and the probe's split)."""
+    out = Path(out)
+    cfg = read_config(out)
+    tokenizer, windows = corpus_windows(cfg, out)
+    train, _ = split_windows(windows, cfg.train.seed)
+    V, a = tokenizer.vocab_size, cfg.analysis
+    tokens = analysis.eligible_tokens(train, tokenizer.word_like(np.arange(V)), a.k)
+    # Labels of the prefix signature: the eligible tokens and as many again of the most frequent next
+    # tokens; the probe's cost grows with T · labels · T per step (analyze-model uses 1000 labels).
+    labels = analysis.prefix_labels(train, tokens, V, total=2 * tokens.size)
+    phi_next = next_token_signature(train, V, tokens=tokens)  # (T, V)
+    phi_prefix = prefix_signature(train, tokens, labels, tokens)  # (T, Y, T)
+    steps = snapshot_steps(out)
+    snapshots = [load_snapshot(out, s) for s in steps]
+    W = np.stack([snap["W_E"].double().numpy()[tokens] for snap in snapshots])  # (S, T, d)
+
+    rho = analysis.rho_next(W, phi_next)
+    rundir.write_alignment(out, [
+        {"member": 0, "epoch": step, "signature": "next_token", "pearson": rho["pearson"][i],
+         "spearman": rho["spearman"][i], "one_minus_mse": float("nan"), "defined": bool(rho["defined"][i])}
+        for i, step in enumerate(steps)])
+
+    train_idx, heldout_idx = analysis.token_split(tokens.size, a.heldout_fraction, a.seed)
+    probe_args = dict(steps=a.probe_steps, seed=a.seed)
+    rows = _rows(steps, "probe_heldout_mse", "",
+                 analysis.prefix_probe(phi_prefix, W, train_idx, heldout_idx, **probe_args)["heldout_mse"])
+    rows += _rows(steps, "probe_shuffled_mse", "",
+                  analysis.shuffled_baseline(phi_prefix, W, train_idx, heldout_idx, **probe_args)["heldout_mse"])
+
+    sample = torch.from_numpy(train[np.random.default_rng(a.seed).permutation(len(train))[: a.windows]])
+    model = build_model(cfg, V).double()
+    for step, snap in zip(steps, snapshots):
+        model.load_state_dict({k: v.double() for k, v in snap.items()})
+        rows += _attention_rows(model, step, sample, tokens, V)
+        rows += _path_rows(model, step, sample, tokens)
+    rundir.write_table(out, "lm_analysis.csv", LM_COLUMNS, rows)
+    rundir.write_json(out, "lm_tokens.json", {"tokens": tokens, "strings": [tokenizer.token_string(t) for t in tokens],
+                                              "probe_train": tokens[train_idx], "probe_heldout": tokens[heldout_idx],
+                                              "prefix_labels": int(labels.size)})
+
+
+def _rows(steps: list[int], measure: str, part: str, values) -> list[dict]:
+    return [{"step": s, "measure": measure, "part": part, "value": float(v)} for s, v in zip(steps, values)]
+
+
+@torch.no_grad()
+def _attention_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray, V: int) -> list[dict]:
+    """``attention_path_corr`` of every layer at one snapshot (SPEC §7 attention-path signature)."""
+    pattern = model.attention_pattern(sample).mean(dim=2).numpy()  # (layers, n, T, T), heads averaged
+    W_E = model.W_E.numpy()[tokens]
+    rows = []
+    for layer, block in enumerate(model.blocks):
+        phi_attn = analysis.attention_path_signature(sample.numpy(), pattern[layer], V, tokens)
+        Z = W_E @ block.W_V.numpy().T @ block.W_O.numpy().T
+        permutations = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (NULL_PERMUTATIONS, 1)), axis=1)
+        null = max(abs(analysis.attention_path_correlation(phi_attn[perm], Z)) for perm in permutations)
+        rows += [{"step": step, "measure": "attention_path_corr", "part": str(layer),
+                  "value": analysis.attention_path_correlation(phi_attn, Z)},
+                 {"step": step, "measure": "attention_path_null", "part": str(layer), "value": null}]
+    return rows
+
+
+def _path_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray) -> list[dict]:
+    """``path_share`` of the direct, attention and MLP paths at one snapshot (SPEC §6.4)."""
+    paths = decoder_embedding_paths(model, sample, objective="loss")
+    norms = {name: float(np.linalg.norm(g[tokens])) for name, g in paths.items() if name != "full"}
+    total = sum(norms.values())
+    return [{"step": step, "measure": "path_share", "part": name, "value": n / total if total > 0 else float("nan")}
+            for name, n in norms.items()]
+
+
+def read_lm_analysis(out: str | Path) -> dict[str, np.ndarray]:
+    """``lm_analysis.csv`` as columns (``step`` int; ``measure``, ``part`` str; ``value`` float)."""
+    return rundir.read_table(out, "lm_analysis.csv", ints=("step",), strings=("measure", "part"))
+
+
+def measure_series(table: dict, measure: str, part: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one measure (and part) of :func:`read_lm_analysis`'s table, by step."""
+    keep = (table["measure"] == measure) & (table["part"] == part)
+    order = np.argsort(table["step"][keep])
+    return table["step"][keep][order], table["value"][keep][order]

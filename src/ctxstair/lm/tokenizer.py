@@ -1,0 +1,145 @@
+"""Tokenizers for the language-model measurements (SPEC §7, §10).
+
+:class:`TextTokenizer` wraps a Hugging Face ``tokenizers.Tokenizer`` from one of three places:
+
+* :meth:`TextTokenizer.train_bpe` — a byte-level BPE trained on the corpus at a chosen size;
+* :meth:`TextTokenizer.gpt2` — the real GPT-2 vocabulary (``ctxstair data fetch gpt2-vocab``);
+* :meth:`TextTokenizer.from_pretrained_dir` / :meth:`TextTokenizer.from_transformers` — the
+  tokenizer of a model (a Hugging Face model directory, or a loaded ``transformers`` tokenizer).
+
+Token ids are the tokenizer's own; special tokens are never added by :meth:`TextTokenizer.encode`.
+
+Example::
+
+    tok = TextTokenizer.train_bpe(load_text("synthetic"), vocab_size=2000)
+    ids = tok.encode("after monday comes tuesday .")    # int64 (n,)
+    tok.token_string(int(ids[1]))                       # ' monday'
+    tok.word_token_id("monday") == ids[1]               # True
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_write_text
+from ctxstair.lm.corpus import fetched
+
+# What a tokenizer may put before a word to mark a preceding space: a plain space (byte-level
+# BPE, decoded), SentencePiece's "▁", or GPT-2's raw "Ġ" where no decoder maps it back.
+_SPACE_MARKERS = (" ", "\u2581", "\u0120")
+
+
+class TextTokenizer:
+    """A ``tokenizers.Tokenizer`` with the few operations the measurements need."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def train_bpe(cls, text: str, vocab_size: int, min_frequency: int = 2) -> TextTokenizer:
+        """Byte-level BPE (GPT-2 style: every byte is a token, so any text round-trips) trained
+        on ``text``; the same text and settings give the same vocabulary and merges.
+
+        Args:
+            vocab_size: at least 257 (the 256 byte tokens plus one merge); fewer tokens result
+                if the text has fewer pairs worth merging.
+            min_frequency: a pair must occur this often to be merged.
+        """
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
+            raise InputError(f"vocab_size must be an integer >= 257 (256 bytes + merges), got {vocab_size!r}")
+        if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
+            raise InputError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+        if not text:
+            raise InputError("cannot train a tokenizer on empty text")
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tokenizer.train_from_iterator(text.splitlines(keepends=True), trainer)
+        return cls(tokenizer)
+
+    @classmethod
+    def gpt2(cls) -> TextTokenizer:
+        """The GPT-2 tokenizer (50,257 tokens) from the fetched ``gpt2-vocab`` files."""
+        folder = fetched("gpt2-vocab")
+        if folder is None:
+            raise InputError("the GPT-2 vocabulary is not fetched; run: ctxstair data fetch gpt2-vocab")
+        tokenizer = Tokenizer(models.BPE.from_file(str(folder / "encoder.json"), str(folder / "vocab.bpe")))
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        return cls(tokenizer)
+
+    @classmethod
+    def from_pretrained_dir(cls, path: str | os.PathLike) -> TextTokenizer:
+        """The tokenizer of a Hugging Face model directory (its ``tokenizer.json``)."""
+        file = Path(path) / "tokenizer.json"
+        if not file.is_file():
+            raise InputError(f"{path} has no tokenizer.json (a Hugging Face model directory with a fast tokenizer)")
+        return cls.load(file)
+
+    @classmethod
+    def from_transformers(cls, tokenizer: object) -> TextTokenizer:
+        """The ``tokenizers`` backend of a loaded ``transformers`` (fast) tokenizer."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if not isinstance(backend, Tokenizer):
+            raise InputError(f"{type(tokenizer).__name__} has no tokenizers backend; load it with use_fast=True")
+        return cls(backend)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TextTokenizer:
+        """Read a ``tokenizer.json`` written by :meth:`save` (or by Hugging Face)."""
+        try:
+            return cls(Tokenizer.from_file(str(path)))
+        except Exception as error:  # tokenizers raises a bare Exception for missing or bad files
+            raise InputError(f"cannot read tokenizer file {path}: {str(error).splitlines()[0]}") from None
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the tokenizer as ``tokenizer.json`` (Hugging Face format) atomically."""
+        atomic_write_text(path, self.tokenizer.to_str(pretty=True))
+
+    # --- use ----------------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids, added (special) tokens included."""
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> np.ndarray:
+        """Token ids of ``text``, int64 (n,), without special tokens."""
+        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+
+    def decode(self, ids) -> str:
+        """The text of a sequence of token ids (special tokens kept)."""
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def token_string(self, token_id: int) -> str:
+        """The decoded text of one token, e.g. ``" monday"``; a token that is only part of a
+        multi-byte character decodes to the replacement character."""
+        return self.decode([token_id])
+
+    def word_like(self, ids) -> np.ndarray:
+        """bool (n,): whether each token decodes to letters only once one leading space marker
+        is stripped (SPEC §7's eligible tokens): " monday" and "Monday" are word-like; " 12", ","
+        and "'t" are not."""
+        return np.array([_strip_space_marker(self.token_string(int(i))).isalpha() for i in ids], dtype=bool)
+
+    def word_token_id(self, word: str) -> int | None:
+        """The single token that spells ``" " + word`` (preferred) or ``word``; None if the
+        tokenizer splits both."""
+        for spelling in (" " + word, word):
+            ids = self.tokenizer.encode(spelling, add_special_tokens=False).ids
+            if len(ids) == 1:
+                return ids[0]
+        return None
+
+
+def _strip_space_marker(token: str) -> str:
+    return token[1:] if token[:1] in _SPACE_MARKERS else token

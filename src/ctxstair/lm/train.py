@@ -1,0 +1,339 @@
+"""Train a small decoder language model from γ-initialization on a corpus (SPEC §5, §7).
+
+    ctxstair lm train --out runs/lm --set corpus.source=synthetic --set train.steps=2000
+
+Read top to bottom: the corpus is tokenised (a byte-level BPE trained on it, or GPT-2's vocabulary)
+and cut into windows of ``corpus.window`` tokens, 5 % of them held out; the model is the
+Llama/Qwen2-style :class:`~ctxstair.models.DecoderLM` (pre-norm RMSNorm, SwiGLU, RoPE, untied
+embeddings) with γ-init per component; AdamW with linear warm-up and cosine decay to
+``train.final_lr_fraction`` of the peak; every step draws a batch of windows from a seeded
+generator. At log-spaced steps the whole model is saved (``snapshots/step_XXXXXXXX.safetensors``)
+with the held-out loss, and a checkpoint (model, optimizer, generator, step) that ``resume``
+continues from with the same numbers as an uninterrupted run.
+
+Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
+initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
+``snapshots/``; the analysis (:mod:`ctxstair.lm.staircase`) adds ``alignment.csv`` and
+``lm_analysis.csv``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from ctxstair.config import dump_yaml, load_yaml
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_write_bytes, atomic_write_text
+from ctxstair.lm.corpus import load_text
+from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.models.decoder import DecoderConfig, DecoderLM, next_token_loss
+from ctxstair.train.engine import flush_denormals
+from ctxstair.train.schedule import snapshot_schedule
+
+TOKENIZERS = ("bpe", "gpt2")
+
+
+@dataclass
+class CorpusConfig:
+    """Text and tokens (SPEC §7, §10): ``source`` as :func:`ctxstair.lm.corpus.load_text`
+    (``synthetic``, a fetched corpus name, or a path); a BPE of ``vocab_size`` trained on it or
+    GPT-2's vocabulary; windows of ``window`` tokens; at most ``max_tokens`` tokens (0: all)."""
+
+    source: str = "synthetic"
+    tokenizer: str = "bpe"
+    vocab_size: int = 1000
+    window: int = 64
+    max_tokens: int = 0
+
+
+@dataclass
+class LMModelConfig:
+    """The decoder of SPEC §5 at toy size (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096)
+    and its γ-init (SPEC §4; per-component γ default to ``gamma``)."""
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    head_dim: int = 16
+    d_mlp: int = 256
+    gamma: float = 1.0
+    gamma_embedding: float | None = None
+    gamma_unembedding: float | None = None
+    gamma_qk: float | None = None
+    gamma_ov: float | None = None
+    gamma_mlp: float | None = None
+
+
+@dataclass
+class LMTrainConfig:
+    """AdamW (β = 0.9, 0.95) with warm-up over ``warmup`` of the steps and cosine decay to
+    ``final_lr_fraction`` of ``lr`` (SPEC §5: 3 % warm-up, 10 % final)."""
+
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 3e-3
+    warmup: float = 0.03
+    final_lr_fraction: float = 0.1
+    weight_decay: float = 0.1
+    seed: int = 0
+
+
+@dataclass
+class LMSnapshotConfig:
+    """Snapshot steps: ``log_points`` log-spaced steps up to ``every``, then every ``every`` steps."""
+
+    log_points: int = 24
+    every: int = 250
+
+
+@dataclass
+class LMAnalysisConfig:
+    """F7 measurements (SPEC §7): ``k`` eligible tokens, the probe's held-out token fraction and
+    steps, and how many windows the attention and path analyses read."""
+
+    enabled: bool = True
+    k: int = 200
+    heldout_fraction: float = 0.25
+    probe_steps: int = 300
+    windows: int = 128
+    seed: int = 0
+
+
+@dataclass
+class LMConfig:
+    """One language-model run: corpus, model, training, snapshots, analysis."""
+
+    recipe: str = "lm-staircase"
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    model: LMModelConfig = field(default_factory=LMModelConfig)
+    train: LMTrainConfig = field(default_factory=LMTrainConfig)
+    snapshots: LMSnapshotConfig = field(default_factory=LMSnapshotConfig)
+    analysis: LMAnalysisConfig = field(default_factory=LMAnalysisConfig)
+
+    def validate(self) -> "LMConfig":
+        """Check ranges and choices; return self or raise InputError naming the key."""
+        if self.corpus.tokenizer not in TOKENIZERS:
+            raise InputError(f"corpus.tokenizer must be one of {', '.join(TOKENIZERS)}; got {self.corpus.tokenizer!r}")
+        for key, value, low in [("corpus.vocab_size", self.corpus.vocab_size, 257), ("corpus.window", self.corpus.window, 2),
+                                ("corpus.max_tokens", self.corpus.max_tokens, 0), ("train.steps", self.train.steps, 1),
+                                ("train.batch_size", self.train.batch_size, 1), ("train.seed", self.train.seed, 0),
+                                ("snapshots.log_points", self.snapshots.log_points, 0), ("snapshots.every", self.snapshots.every, 1),
+                                ("analysis.k", self.analysis.k, 4), ("analysis.probe_steps", self.analysis.probe_steps, 0),
+                                ("analysis.windows", self.analysis.windows, 1)]:
+            if value < low:
+                raise InputError(f"{key} must be >= {low}, got {value}")
+        for key, value in [("train.lr", self.train.lr), ("model.gamma", self.model.gamma)]:
+            if not value > 0:
+                raise InputError(f"{key} must be > 0, got {value}")
+        for key, value in [("train.warmup", self.train.warmup), ("train.final_lr_fraction", self.train.final_lr_fraction),
+                           ("analysis.heldout_fraction", self.analysis.heldout_fraction)]:
+            if not 0 <= value < 1:
+                raise InputError(f"{key} must be in [0, 1), got {value}")
+        self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
+        return self
+
+    def decoder_config(self, vocab_size: int) -> DecoderConfig:
+        """The :class:`DecoderConfig` of this run for a tokenizer of ``vocab_size``."""
+        return DecoderConfig(vocab_size=vocab_size, max_seq_len=self.corpus.window, seed=self.train.seed,
+                             **asdict(self.model))
+
+
+# ---------------------------------------------------------------------------------------- data
+
+def build_tokenizer(cfg: CorpusConfig, text: str) -> TextTokenizer:
+    """A byte-level BPE of ``cfg.vocab_size`` trained on ``text``, or GPT-2's vocabulary (SPEC §10)."""
+    return TextTokenizer.gpt2() if cfg.tokenizer == "gpt2" else TextTokenizer.train_bpe(text, cfg.vocab_size)
+
+
+def make_windows(ids: np.ndarray, window: int) -> np.ndarray:
+    """Consecutive non-overlapping windows (n, window) of a token stream (the tail is dropped)."""
+    n = len(ids) // window
+    if n < 2:
+        raise InputError(f"the corpus has {len(ids)} tokens: fewer than two windows of {window}")
+    return np.ascontiguousarray(ids[: n * window].reshape(n, window))
+
+
+def split_windows(windows: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) windows: a seeded 5 % (at least one window) is held out for the val loss."""
+    order = np.random.default_rng(seed).permutation(len(windows))
+    n_val = max(1, len(windows) // 20)
+    return windows[np.sort(order[n_val:])], windows[np.sort(order[:n_val])]
+
+
+def corpus_windows(cfg: LMConfig, out: Path | None = None) -> tuple[TextTokenizer, np.ndarray]:
+    """Tokenizer and all windows (n, T) of the run's corpus; the tokenizer is read from ``out``
+    when the run directory has one (so a resumed or analysed run uses the same vocabulary)."""
+    text = load_text(cfg.corpus.source)
+    saved = out / "tokenizer.json" if out is not None else None
+    tokenizer = TextTokenizer.load(saved) if saved is not None and saved.is_file() else build_tokenizer(cfg.corpus, text)
+    ids = tokenizer.encode(text)
+    if cfg.corpus.max_tokens:
+        ids = ids[: cfg.corpus.max_tokens]
+    return tokenizer, make_windows(ids, cfg.corpus.window)
+
+
+# ------------------------------------------------------------------------------------ schedule
+
+def lr_factor(step: int, cfg: LMTrainConfig) -> float:
+    """Multiplier of the peak lr at ``step``: linear warm-up, then cosine to ``final_lr_fraction``."""
+    warm = max(1, round(cfg.warmup * cfg.steps))
+    if step < warm:
+        return (step + 1) / warm
+    progress = (step - warm) / max(1, cfg.steps - warm)
+    return cfg.final_lr_fraction + (1 - cfg.final_lr_fraction) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+# ------------------------------------------------------------------------------------ training
+
+def build_model(cfg: LMConfig, vocab_size: int) -> DecoderLM:
+    """The γ-initialised decoder of ``cfg`` (float32)."""
+    return DecoderLM(cfg.decoder_config(vocab_size))
+
+
+def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: bool = False,
+             hook: Callable[[int], None] | None = None) -> Path:
+    """Train ``cfg`` into run directory ``out`` (see the module docstring); return its path.
+
+    ``resume`` continues an interrupted run (same config required; a completed run is left as is).
+    ``hook(step)`` is called before every step (tests use it to interrupt a run)."""
+    out = Path(out)
+    cfg = cfg.validate()
+    tokenizer, windows = _prepare(cfg, out, resume, force)
+    if resume and not (out / "checkpoint" / "state.json").is_file() and any(
+            r["step"] == cfg.train.steps and "val_loss" in r for r in read_metrics(out)):
+        return out  # already complete
+    train, val = split_windows(windows, cfg.train.seed)
+    model = build_model(cfg, tokenizer.vocab_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.95),
+                                  weight_decay=cfg.train.weight_decay)
+    batches = torch.Generator().manual_seed(cfg.train.seed)
+    schedule = set(snapshot_schedule(cfg.train.steps, cfg.snapshots.log_points, cfg.snapshots.every))
+    train_t, val_t = torch.from_numpy(train), torch.from_numpy(val)
+
+    start, rows, resumed = 0, [], resume and (out / "checkpoint" / "state.json").is_file()
+    if resumed:
+        start, rows = _load_checkpoint(out, model, optimizer, batches)
+    elif not resume:
+        atomic_write_text(out / "members.csv", "tensor,init_std,target_std\n" + "".join(
+            f"{name},{std:.6g},{model.target_stds()[name]:.6g}\n" for name, std in model.init_stds().items()))
+    with flush_denormals():
+        for step in range(start, cfg.train.steps + 1):
+            if hook is not None:
+                hook(step)
+            if step in schedule and not (resumed and step == start):  # a resumed checkpoint step is saved
+                _save_snapshot(out, step, model)
+                rows.append({"step": step, "val_loss": _mean_loss(model, val_t)})
+                _save_checkpoint(out, step, model, optimizer, batches, rows)
+            if step == cfg.train.steps:
+                break
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.train.lr * lr_factor(step, cfg.train)
+            batch = train_t[torch.randint(len(train_t), (cfg.train.batch_size,), generator=batches)]
+            loss = next_token_loss(model(batch), batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            rows.append({"step": step, "loss": float(loss.detach()), "lr": optimizer.param_groups[0]["lr"]})
+    _write_metrics(out, rows)
+    (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    return out
+
+
+def _prepare(cfg: LMConfig, out: Path, resume: bool, force: bool) -> tuple[TextTokenizer, np.ndarray]:
+    """Check the run directory against ``resume``/``force``, then tokenise; write config and tokenizer."""
+    if resume:
+        if not (out / "config.yaml").is_file():
+            raise InputError(f"cannot resume {out}: no run there (config.yaml missing)")
+        if load_yaml((out / "config.yaml").read_text(), LMConfig) != cfg:
+            raise InputError(f"cannot resume {out}: its config.yaml differs from the requested configuration")
+        return corpus_windows(cfg, out)
+    if out.exists() and not force:
+        raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
+    tokenizer, windows = corpus_windows(cfg)  # bad input fails here, before anything is written
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    tokenizer.save(out / "tokenizer.json")
+    atomic_write_text(out / "config.yaml", dump_yaml(cfg))
+    return tokenizer, windows
+
+
+@torch.no_grad()
+def _mean_loss(model: DecoderLM, windows: torch.Tensor, batch: int = 64) -> float:
+    """Mean next-token loss over ``windows`` (n, T), in batches."""
+    losses = [float(next_token_loss(model(part), part)) * len(part) for part in windows.split(batch)]
+    return sum(losses) / len(windows)
+
+
+def snapshot_file(out: Path, step: int) -> Path:
+    """Path of the snapshot of ``step``."""
+    return out / "snapshots" / f"step_{step:08d}.safetensors"
+
+
+def snapshot_steps(out: str | Path) -> list[int]:
+    """Steps that have a snapshot, ascending."""
+    return sorted(int(p.stem[5:]) for p in (Path(out) / "snapshots").glob("step_*.safetensors"))
+
+
+def load_snapshot(out: str | Path, step: int) -> dict[str, torch.Tensor]:
+    """The model state of a snapshot (a DecoderLM state_dict)."""
+    return load_file(snapshot_file(Path(out), step))
+
+
+def _save_snapshot(out: Path, step: int, model: DecoderLM) -> None:
+    path = snapshot_file(out, step)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp))
+    tmp.replace(path)
+
+
+def _save_checkpoint(out: Path, step: int, model: DecoderLM, optimizer: torch.optim.Optimizer,
+                     generator: torch.Generator, rows: list[dict]) -> None:
+    """Write model, optimizer and generator state, then ``state.json`` last (the commit point)."""
+    ckpt = out / "checkpoint"
+    ckpt.mkdir(exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state()},
+               buffer)
+    atomic_write_bytes(ckpt / f"state_{step:08d}.pt", buffer.getvalue())
+    _write_metrics(out, rows)
+    atomic_write_text(ckpt / "state.json", json.dumps({"step": step, "file": f"state_{step:08d}.pt"}))
+    for old in ckpt.glob("state_*.pt"):
+        if old.name != f"state_{step:08d}.pt":
+            old.unlink()
+
+
+def _load_checkpoint(out: Path, model: DecoderLM, optimizer: torch.optim.Optimizer,
+                     generator: torch.Generator) -> tuple[int, list[dict]]:
+    info = json.loads((out / "checkpoint" / "state.json").read_text())
+    state = torch.load(out / "checkpoint" / info["file"], weights_only=True)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    step = info["step"]
+    # The checkpoint of step s is written before step s trains: keep rows of earlier steps and the
+    # val loss of step s itself, which the loop does not recompute.
+    rows = [r for r in read_metrics(out) if r["step"] < step or (r["step"] == step and "val_loss" in r)]
+    return step, rows
+
+
+def _write_metrics(out: Path, rows: list[dict]) -> None:
+    atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def read_metrics(out: str | Path) -> list[dict]:
+    """Rows of ``metrics.jsonl``: ``{"step", "loss", "lr"}`` per step and ``{"step", "val_loss"}`` per snapshot."""
+    path = Path(out) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []

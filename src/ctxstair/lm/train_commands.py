@@ -1,0 +1,38 @@
+"""``ctxstair lm train``: train, analyse and report a decoder language model (the ``lm-staircase``
+recipe, SPEC §7).
+
+    ctxstair lm train --out runs/lm --set corpus.source=shakespeare --set train.steps=4000
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ctxstair.config import parse_overrides
+
+
+def register(commands) -> None:
+    """Add ``lm train`` to the ``ctxstair`` sub-commands."""
+    lm = commands.add_parser("lm", help="language models on text (SPEC §7)")
+    actions = lm.add_subparsers(dest="lm_command", required=True, parser_class=type(lm))
+    train = actions.add_parser("train", help="train a decoder LM from γ-init, analyse every snapshot, write the report")
+    train.add_argument("--out", type=Path, default=Path("runs") / "lm", help="run directory (default runs/lm)")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="dotted LMConfig override, repeatable (e.g. --set corpus.source=shakespeare)")
+    train.add_argument("--no-analysis", action="store_true", help="train only (analysis.enabled=false)")
+    mode = train.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
+    mode.add_argument("--force", action="store_true", help="replace an existing run directory")
+    train.set_defaults(handler=train_command)
+
+
+def train_command(args: argparse.Namespace) -> None:
+    """Run ``lm-staircase`` with the command's overrides and print where the report is."""
+    from ctxstair.recipes import run_recipe
+
+    overrides = parse_overrides(args.overrides)
+    if args.no_analysis:
+        overrides["analysis.enabled"] = False
+    run_recipe("lm-staircase", args.out, overrides, resume=args.resume, force=args.force)
+    print(f"report: {args.out / 'report.html'}")

@@ -1,0 +1,210 @@
+"""Tests for ctxstair.lm.analysis (SPEC §7): each one checks a fact that could be false."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxstair.alignment import compare, cosine_matrix
+from ctxstair.errors import InputError
+from ctxstair.lm.analysis import (
+    attention_path_correlation,
+    attention_path_signature,
+    eligible_tokens,
+    prefix_labels,
+    prefix_probe,
+    rho_next,
+    shuffled_baseline,
+    token_split,
+)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def planted(rng, T=40, Y=16, C=24, noise=0.05):
+    """Prefix signatures (T, Y, C) and embeddings ``φ v*`` plus a little noise, (T, Y)."""
+    phi = rng.dirichlet(0.2 * np.ones(Y * C), size=T).reshape(T, Y, C)
+    W = np.einsum("tyc,c->ty", phi, rng.normal(size=C))
+    return phi, W + noise * W.std() * rng.normal(size=W.shape)
+
+
+# --- token set and labels ------------------------------------------------------------------------
+
+
+def test_eligible_tokens_are_most_frequent_word_like_ties_by_id():
+    windows = np.array([[0, 1, 1, 2, 2, 3], [3, 4, 4, 4, 5, 5]])  # counts 1, 2, 2, 2, 3, 2
+    word_like = np.array([True, True, True, False, True, True, False])  # id 6 never occurs
+    np.testing.assert_array_equal(eligible_tokens(windows, word_like, k=3), [4, 1, 2])
+    np.testing.assert_array_equal(eligible_tokens(windows, word_like, k=10), [4, 1, 2, 5, 0])
+
+
+def test_eligible_tokens_refuses_a_mask_that_is_not_boolean():
+    with pytest.raises(InputError, match="word_like"):
+        eligible_tokens(np.zeros((1, 3), dtype=int), np.ones(4), k=2)
+
+
+def test_prefix_labels_add_most_frequent_next_tokens_to_the_token_set():
+    windows = np.array([[9, 0, 0, 0, 1, 1, 2]])  # next-token counts: 0 -> 3, 1 -> 2, 2 -> 1; 9 only first
+    np.testing.assert_array_equal(prefix_labels(windows, np.array([2, 5]), 10, total=4), [0, 1, 2, 5])
+    np.testing.assert_array_equal(prefix_labels(windows, np.array([2, 5]), 10, total=100), [0, 1, 2, 5])
+
+
+# --- ρ_next --------------------------------------------------------------------------------------
+
+
+def test_rho_next_equals_compare_per_snapshot(rng):
+    phi = rng.dirichlet(np.ones(30), size=12)
+    W = rng.normal(size=(3, 12, 5))
+    rho = rho_next(W, phi)
+    for s in range(3):
+        ref = compare(cosine_matrix(W[s]), cosine_matrix(phi))
+        assert rho["pearson"][s] == pytest.approx(ref["pearson"], abs=1e-12)
+        assert rho["spearman"][s] == pytest.approx(ref["spearman"], abs=1e-12)
+    assert rho_next(W[0], phi)["pearson"].shape == (1,)
+
+
+def test_rho_next_is_one_for_embeddings_equal_to_the_signatures(rng):
+    phi = rng.dirichlet(np.ones(8), size=10)
+    assert rho_next(phi, phi)["pearson"][0] == pytest.approx(1.0)
+
+
+def test_rho_next_refuses_mismatched_token_counts(rng):
+    with pytest.raises(InputError, match="T = 10"):
+        rho_next(rng.normal(size=(9, 4)), rng.random((10, 5)))
+
+
+# --- probe ---------------------------------------------------------------------------------------
+
+
+def test_token_split_is_fixed_disjoint_and_complete():
+    train, heldout = token_split(200, 0.25, seed=3)
+    assert heldout.size == 50 and np.intersect1d(train, heldout).size == 0
+    np.testing.assert_array_equal(np.sort(np.concatenate([train, heldout])), np.arange(200))
+    again = token_split(200, 0.25, seed=3)
+    np.testing.assert_array_equal(again[1], heldout)
+    assert not np.array_equal(token_split(200, 0.25, seed=4)[1], heldout)
+    assert token_split(4, 0.01)[1].size == 2  # at least one held-out pair
+
+
+def test_probe_recovers_planted_structure_far_below_the_shuffled_baseline(rng):
+    phi, W = planted(rng)
+    train, heldout = token_split(40)
+    probe = prefix_probe(phi, W, train, heldout, steps=1000)["heldout_mse"][0]
+    baseline = shuffled_baseline(phi, W, train, heldout, steps=1000)["heldout_mse"][0]
+    assert probe < 0.01 and probe < 0.1 * baseline
+
+
+def test_probe_on_noise_embeddings_does_no_better_than_the_baseline(rng):
+    phi, W = planted(rng)
+    noise = rng.normal(size=(5,) + W.shape)  # five unrelated embedding sets as snapshots
+    train, heldout = token_split(40)
+    probe = prefix_probe(phi, noise, train, heldout)["heldout_mse"]
+    baseline = shuffled_baseline(phi, noise, train, heldout)["heldout_mse"]
+    assert probe.shape == baseline.shape == (5,)
+    assert 0.5 < probe.mean() / baseline.mean() < 2.0
+
+
+def test_probe_snapshots_are_fitted_independently_and_deterministically(rng):
+    phi, W = planted(rng, T=12, Y=6, C=8)
+    stack = np.stack([W, rng.normal(size=W.shape)])
+    train, heldout = token_split(12)
+    both = prefix_probe(phi, stack, train, heldout, steps=50)
+    alone = prefix_probe(phi, stack[1], train, heldout, steps=50)
+    np.testing.assert_allclose(both["heldout_mse"][1], alone["heldout_mse"][0], rtol=1e-10)
+    np.testing.assert_array_equal(both["v"], prefix_probe(phi, stack, train, heldout, steps=50)["v"])
+
+
+def test_probe_never_uses_heldout_tokens_to_fit(rng):
+    phi, W = planted(rng, T=12, Y=6, C=8)
+    train, heldout = token_split(12)
+    fitted = prefix_probe(phi, W, train, heldout, steps=50)
+    phi2, W2 = phi.copy(), W.copy()
+    phi2[heldout[0]] = rng.random(phi.shape[1:])
+    W2[heldout[1]] = rng.normal(size=W.shape[1])
+    refitted = prefix_probe(phi2, W2, train, heldout, steps=50)
+    np.testing.assert_array_equal(fitted["v"], refitted["v"])
+    assert fitted["heldout_mse"][0] != refitted["heldout_mse"][0]  # but the held-out score sees them
+
+
+def test_probe_refuses_overlapping_splits(rng):
+    phi, W = planted(rng, T=8, Y=4, C=4)
+    with pytest.raises(InputError, match="disjoint"):
+        prefix_probe(phi, W, np.arange(5), np.arange(4, 8))
+
+
+def test_shuffled_baseline_is_the_probe_on_permuted_rows(rng):
+    phi, W = planted(rng, T=10, Y=5, C=6)
+    train, heldout = token_split(10)
+    base = shuffled_baseline(phi, W, train, heldout, steps=30, seed=2)
+    assert not np.array_equal(base["permutation"], np.arange(10))
+    direct = prefix_probe(phi[base["permutation"]], W, train, heldout, steps=30, seed=2)
+    np.testing.assert_array_equal(base["heldout_mse"], direct["heldout_mse"])
+
+
+# --- attention path ------------------------------------------------------------------------------
+
+
+def brute_attention_path(X, A, V, tokens, labels):
+    """Direct sums over (window, s, i <= s) of SPEC §7's definition."""
+    num = np.zeros((len(tokens), len(labels)))
+    den = np.zeros(len(tokens))
+    row = {t: j for j, t in enumerate(tokens)}
+    col = {t: j for j, t in enumerate(labels)}
+    for n in range(X.shape[0]):
+        for s in range(X.shape[1] - 1):
+            for i in range(s + 1):
+                a = X[n, i]
+                if a in row:
+                    den[row[a]] += 1 / (s + 1)
+                    if X[n, s + 1] in col:
+                        num[row[a], col[X[n, s + 1]]] += A[n, s, i] / (s + 1)
+    return np.divide(num, den[:, None], out=np.zeros_like(num), where=den[:, None] > 0)
+
+
+def test_attention_path_signature_matches_brute_force(rng):
+    V, n, T = 7, 5, 6
+    X = rng.integers(0, V, size=(n, T))
+    A = np.tril(rng.random((n, T, T)))
+    A /= A.sum(-1, keepdims=True)
+    tokens, labels = np.array([3, 0, 5, 6]), np.array([1, 2, 0])
+    got = attention_path_signature(X, A, V, tokens, labels)
+    np.testing.assert_allclose(got, brute_attention_path(X, A, V, tokens, labels), atol=1e-14)
+    full = attention_path_signature(X, A, V, tokens)
+    np.testing.assert_allclose(full, brute_attention_path(X, A, V, tokens, np.arange(V)), atol=1e-14)
+
+
+def test_attention_path_signature_ignores_future_keys_and_chunks_exactly(rng, monkeypatch):
+    import ctxstair.lm.analysis as analysis
+
+    V, n, T = 5, 9, 4
+    X = rng.integers(0, V, size=(n, T))
+    A = rng.random((n, T, T))  # not causal: entries above the diagonal must not count
+    expected = attention_path_signature(X, np.tril(A), V, np.arange(V))
+    monkeypatch.setattr(analysis, "_ATTENTION_CHUNK", 7)  # one or two windows per chunk
+    np.testing.assert_allclose(attention_path_signature(X, A, V, np.arange(V)), expected, atol=1e-14)
+
+
+def test_attention_path_signature_with_unit_weights_is_a_distribution_over_next_tokens(rng):
+    # With Ā[s, i] = 1 the numerator summed over all labels equals the denominator: each row of a
+    # token that occurs before the last position sums to 1; a token that never does is zero.
+    V, n, T = 5, 6, 5
+    X = rng.integers(0, V - 1, size=(n, T))
+    X[:, -1] = V - 1  # token V-1 sits only at the last position
+    phi = attention_path_signature(X, np.ones((n, T, T)), V, np.arange(V))
+    np.testing.assert_allclose(phi[:-1].sum(axis=1), 1.0, atol=1e-14)
+    assert np.all(phi[-1] == 0)
+
+
+def test_attention_path_signature_refuses_a_wrong_attention_shape(rng):
+    with pytest.raises(InputError, match="attention"):
+        attention_path_signature(np.zeros((2, 3), dtype=int), np.zeros((2, 3, 2)), 4, np.arange(4))
+
+
+def test_attention_path_correlation_is_pearson_of_the_two_geometries(rng):
+    phi = rng.random((9, 6))
+    Z = rng.normal(size=(9, 4))
+    assert attention_path_correlation(phi, Z) == pytest.approx(compare(cosine_matrix(Z), cosine_matrix(phi))["pearson"])
+    assert attention_path_correlation(phi, phi.copy()) == pytest.approx(1.0)

