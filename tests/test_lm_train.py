@@ -88,3 +88,11 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("ctxstair: error:") for line in err)
     assert not out.exists()
+
+
+def test_training_without_analysis_still_reports(tmp_path):
+    out = tmp_path / "lm"
+    assert main(["lm", "train", "--no-analysis", "--out", str(out),
+                 *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), [])]) == 0
+    assert not (out / "alignment.csv").exists() and (out / "report.html").is_file()
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["loss.png"]

@@ -201,7 +201,7 @@ def test_existing_recipe_directory_is_refused(tmp_path):
 # ---------------------------------------------------------------- full size (opt-in)
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["staircase-add", "staircase-mod", "early-geometry"])
+@pytest.mark.parametrize("name", ["staircase-add", "staircase-mod", "early-geometry", "lm-staircase"])
 def test_recipe_at_full_size(tmp_path, name):
     """The defaults of each recipe: every judged key number is met, except the ReLU `sub` geometry
     (docs/recipes.md) and, for early-geometry, the tanh odd/even split that only ReLU shows."""

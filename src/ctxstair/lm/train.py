@@ -37,6 +37,7 @@ from ctxstair.io import atomic_write_bytes, atomic_write_text
 from ctxstair.lm.corpus import load_text
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.models.decoder import DecoderConfig, DecoderLM, next_token_loss
+from ctxstair.models.decoder_hf import decoder_config_from_hf
 from ctxstair.train.engine import flush_denormals
 from ctxstair.train.schedule import snapshot_schedule
 
@@ -59,7 +60,10 @@ class CorpusConfig:
 @dataclass
 class LMModelConfig:
     """The decoder of SPEC §5 at toy size (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096)
-    and its γ-init (SPEC §4; per-component γ default to ``gamma``)."""
+    and its γ-init (SPEC §4; per-component γ default to ``gamma``). ``hf_config``, when set, is the
+    path of a Hugging Face Llama ``config.json`` (or its directory) whose sizes replace ``d_model``,
+    ``n_layers``, ``n_heads``, ``head_dim`` and ``d_mlp``
+    (:func:`~ctxstair.models.decoder_hf.decoder_config_from_hf`)."""
 
     d_model: int = 64
     n_layers: int = 2
@@ -72,6 +76,7 @@ class LMModelConfig:
     gamma_qk: float | None = None
     gamma_ov: float | None = None
     gamma_mlp: float | None = None
+    hf_config: str = ""
 
 
 @dataclass
@@ -144,8 +149,13 @@ class LMConfig:
 
     def decoder_config(self, vocab_size: int) -> DecoderConfig:
         """The :class:`DecoderConfig` of this run for a tokenizer of ``vocab_size``."""
-        return DecoderConfig(vocab_size=vocab_size, max_seq_len=self.corpus.window, seed=self.train.seed,
-                             **asdict(self.model))
+        model = asdict(self.model)
+        hf_config = model.pop("hf_config")
+        settings = {"vocab_size": vocab_size, "max_seq_len": self.corpus.window, "seed": self.train.seed}
+        if hf_config:  # its sizes replace ours; the vocabulary, window, seed and γ's stay the run's
+            gammas = {key: value for key, value in model.items() if key.startswith("gamma")}
+            return decoder_config_from_hf(hf_config, **settings, **gammas)
+        return DecoderConfig(**settings, **model)
 
 
 # ---------------------------------------------------------------------------------------- data

@@ -40,7 +40,7 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         keys = [KeyNumber("held-out loss, start → end", f"{ms.fmt(val[min(val)])} → {ms.fmt(val[max(val)])}",
                           "decreases", val[max(val)] < val[min(val)])]
         return Outcome(keys, "Trained without analysis (analysis.enabled=false).",
-                       {"rho_next.png": ("Loss over training.", lm_figures.rho_next_figure(run))})
+                       {"loss.png": ("Loss over training.", lm_figures.loss_figure(run))})
     steps, rho = rundir.alignment_series(rundir.read_alignment(run), "next_token", 0)
     table = read_lm_analysis(run)
     _, probe = measure_series(table, "probe_heldout_mse")

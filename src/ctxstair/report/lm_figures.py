@@ -32,8 +32,7 @@ def _step_axis(ax: plt.Axes) -> None:
 
 
 def rho_next_figure(run_dir: str | os.PathLike) -> plt.Figure:
-    """Top: ρ_next (Pearson and Spearman) over steps; bottom: training loss per step and held-out
-    loss at the snapshots (nats)."""
+    """Top: ρ_next (Pearson and Spearman) over steps; bottom: the losses (:func:`loss_figure`)."""
     table = rundir.read_alignment(run_dir)
     fig, (ax, ax_loss) = plt.subplots(2, 1, figsize=(8.5, 6.4), sharex=True, height_ratios=(3, 2), layout="constrained")
     for colour, column in zip(PALETTE, ("pearson", "spearman")):
@@ -42,17 +41,29 @@ def rho_next_figure(run_dir: str | os.PathLike) -> plt.Figure:
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel("correlation of S^emb(t) with S^next\n(upper triangle over eligible tokens)")
     ax.legend(fontsize=8, frameon=False)
+    _step_axis(ax)
+    _loss_panel(ax_loss, run_dir)
+    fig.suptitle("Embeddings vs next-token signatures over training (SPEC §7 ρ_next)")
+    return fig
+
+
+def loss_figure(run_dir: str | os.PathLike) -> plt.Figure:
+    """Training loss per step and held-out loss at the snapshots (nats)."""
+    fig, ax = plt.subplots(figsize=(8.5, 3.4), layout="constrained")
+    _loss_panel(ax, run_dir)
+    fig.suptitle("Next-token loss over training")
+    return fig
+
+
+def _loss_panel(ax: plt.Axes, run_dir: str | os.PathLike) -> None:
     rows = read_metrics(run_dir)
     train = [(r["step"], r["loss"]) for r in rows if "loss" in r]
     val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
-    ax_loss.plot(*zip(*train), color="black", linewidth=0.8, alpha=0.6, label="training loss (batch)")
-    ax_loss.plot(*zip(*val), color=PALETTE[1], marker="o", markersize=3, linewidth=1.4, label="held-out loss")
-    ax_loss.set_ylabel("next-token loss (nats)")
-    ax_loss.legend(fontsize=8, frameon=False)
-    for a in (ax, ax_loss):
-        _step_axis(a)
-    fig.suptitle("Embeddings vs next-token signatures over training (SPEC §7 ρ_next)")
-    return fig
+    ax.plot(*zip(*train), color="black", linewidth=0.8, alpha=0.6, label="training loss (batch)")
+    ax.plot(*zip(*val), color=PALETTE[1], marker="o", markersize=3, linewidth=1.4, label="held-out loss")
+    ax.set_ylabel("next-token loss (nats)")
+    ax.legend(fontsize=8, frameon=False)
+    _step_axis(ax)
 
 
 def probe_figure(run_dir: str | os.PathLike) -> plt.Figure:
