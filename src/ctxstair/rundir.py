@@ -80,7 +80,7 @@ def write_alignment(run_dir: str | os.PathLike, rows: list[dict]) -> None:
 
 def write_table(run_dir: str | os.PathLike, name: str, columns: Sequence[str], rows: list[dict]) -> None:
     """Write the CSV file ``name`` with a header of ``columns``, atomically; floats are written exactly
-    (``repr``), NaN as an empty field, booleans as ``true``/``false``."""
+    (``repr``), NaN and None as an empty field, booleans as ``true``/``false``."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
@@ -164,6 +164,8 @@ def _read_text(run_dir: str | os.PathLike, name: str) -> str:
 
 
 def _csv_value(value) -> str:
+    if value is None:
+        return ""
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, (float, np.floating)):

@@ -46,6 +46,9 @@ class Outcome:
     paragraph: str
     figures: dict[str, tuple[str, plt.Figure]] = field(default_factory=dict)  # file name -> (caption, figure)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: One row per member (seed, γ, modulus, model type, ...) with its parameters and headline
+    #: numbers; written as ``summary.csv`` (columns in first-row order) when not empty.
+    member_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,8 @@ def write_recipe_report(out: str | Path) -> Path:
         captions.append((caption, Path("figures") / file_name))  # relative to ``out``
     rundir.write_json(out, "summary.json", {"recipe": name, "key_numbers": [asdict(k) for k in outcome.key_numbers],
                                             **outcome.summary})
+    if outcome.member_rows:
+        rundir.write_table(out, "summary.csv", list(outcome.member_rows[0]), outcome.member_rows)
     write_report(out, title=f"{name} — {recipe.figure}", summary_paragraph=outcome.paragraph,
                  key_numbers=[asdict(k) for k in outcome.key_numbers], figures=captions)
     return out
