@@ -12,7 +12,7 @@ from ctxstair.recipes import run_recipe
 from ctxstair.theory import attention_forward, attention_path_gradients
 from ctxstair.theory.attention_run import ATTENTION_COLUMNS, group_rows, read_attention_run
 
-from test_recipes import check_report
+from recipe_helpers import check_report
 
 
 @pytest.fixture(scope="module")

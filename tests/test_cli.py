@@ -7,6 +7,8 @@ import sys
 import numpy as np
 import pytest
 
+from test_recipes import RECIPE_NAMES
+
 from ctxstair import signatures, tasks
 from ctxstair.cli import main
 
@@ -85,10 +87,8 @@ def test_entry_point_prints_no_traceback():
 def test_recipes_lists_every_recipe(capsys):
     assert main(["recipes"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["activation-order", "attention-arith", "attention-parity", "early-geometry",
-                                                     "init-scaling", "label-law", "lm-staircase", "staircase-add",
-                                                     "staircase-mod"]
-    assert all("§8" in line for line in lines)  # each names its paper figure
+    assert [line.split()[0] for line in lines] == RECIPE_NAMES
+    assert all("SPEC §8" in line or "SPEC §9" in line for line in lines)  # each names its experiment in the SPEC
 
 
 def _exit_code(argv):

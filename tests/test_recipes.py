@@ -1,19 +1,22 @@
 """Seconds-long versions of every recipe (SPEC §8 F1, F2a, F2b, F3), read back from the files they
 write: summary.json, metrics.jsonl, alignment.csv and report.html. Full-size runs are marked slow."""
 
-import base64
 import json
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir
 from ctxstair.config import load_yaml
 from ctxstair.errors import InputError
 from ctxstair.recipes import all_recipes, get, run_recipe, write_recipe_report
 from ctxstair.recipes import measures as ms
+
+RECIPE_NAMES = ["activation-order", "attention-arith", "attention-parity", "composite", "early-geometry", "ffn-vs-attention",
+                "higher-orders", "init-scaling", "label-law", "lm-staircase", "minmax", "modulus-onset",
+                "reason-memory", "seed-spectra", "signature-embeddings", "staircase-add", "staircase-mod"]
 
 SMALL = {
     # N = 20 instead of 40, d = 64, 800 epochs: ≈ 3 s; the staircase and the odd/even split both show.
@@ -29,37 +32,13 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("recipes")
-    cache = {}
-
-    def get_run(name):
-        if name not in cache:
-            cache[name] = run_recipe(name, root / name, dict(SMALL[name]), progress=False)
-        return cache[name]
-    return get_run
+    return recipe_runner(tmp_path_factory.mktemp("recipes"), SMALL)
 
 
-def summary(out: Path) -> dict:
-    return json.loads((out / "summary.json").read_text())
 
 
-def key(out: Path, prefix: str) -> dict:
-    rows = [k for k in summary(out)["key_numbers"] if k["name"].startswith(prefix)]
-    assert len(rows) == 1, prefix
-    return rows[0]
 
 
-def check_report(out: Path, numbers: list[str], n_figures: int | None = None) -> str:
-    """report.html embeds exactly the PNGs of figures/ and states the given numbers."""
-    html = (out / "report.html").read_text()
-    figures = sorted((out / "figures").glob("*.png"))
-    assert len(figures) == n_figures if n_figures is not None else figures
-    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert sorted(base64.b64decode(e) for e in embedded) == sorted(f.read_bytes() for f in figures)
-    assert "<img src=\"figures/" not in html and "file://" not in html
-    for number in numbers:
-        assert number in html, number
-    return html
 
 
 # ---------------------------------------------------------------- staircase-add (F3, F1)
@@ -168,7 +147,7 @@ def test_label_law(runs):
 # ---------------------------------------------------------------- errors leave nothing behind
 
 @pytest.mark.parametrize("name,overrides,needle", [
-    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, early-geometry, init-scaling, label-law, lm-staircase, staircase-add, staircase-mod"),
+    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, composite, early-geometry, ffn-vs-attention, higher-orders, init-scaling, label-law, lm-staircase, minmax, modulus-onset, reason-memory, seed-spectra, signature-embeddings, staircase-add, staircase-mod"),
     ("staircase-add", {"train.foo": 1}, "unknown config key 'train.foo'"),
     ("staircase-add", {"train.lr": "fast"}, "train.lr must be of type float"),
     ("staircase-add", {"task.N": -1}, "'N'"),
@@ -183,7 +162,7 @@ def test_bad_input_leaves_no_directory(tmp_path, name, overrides, needle):
 
 
 def test_recipe_registry():
-    assert [r.name for r in all_recipes()] == ["activation-order", "attention-arith", "attention-parity", "early-geometry", "init-scaling", "label-law", "lm-staircase", "staircase-add", "staircase-mod"]
+    assert [r.name for r in all_recipes()] == RECIPE_NAMES
     assert get("label-law").runs().keys() == {"uniform", "normal", "poisson", "exp"}
     assert list(get("staircase-add").runs()) == [""]
 

@@ -27,6 +27,8 @@ OPTIMIZERS = ("gd", "sgd", "adam", "adamw", "flow")
 FLOW_METHODS = ("dopri5", "dopri8", "bosh3", "fehlberg2", "adaptive_heun")
 MODEL_KINDS = ("cbow", "attention")
 ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
+#: CBOW embedding modes (SPEC §8 F8b): trainable W_E, fixed λ R φ^{y;1}_α v, fixed random λ v_α.
+EMBEDDINGS = ("trainable", "signature", "random")
 DTYPES = ("float32", "float64")
 
 # YAML 1.1 (PyYAML) reads "1e-3" as a string: only "1.0e-3" is a float there. Numbers in exponent
@@ -62,7 +64,11 @@ class InitConfig:
 class ModelConfig:
     """The model of SPEC §5: ``kind`` ``cbow`` (the feed-forward model; activation ``poly`` uses
     ``coeffs`` C_1..C_K, ``monomial`` uses ``power`` K) or ``attention`` (the attention-only model:
-    query/key/value width ``d_k``, learned positional embeddings when ``positional``)."""
+    query/key/value width ``d_k``, learned positional embeddings when ``positional``).
+
+    ``embedding`` (CBOW only, SPEC §8 F8b): ``trainable`` W_E; ``signature``, fixed w_α = λ R φ^{y;1}_α v
+    (R, v random and fixed); ``random``, fixed w_α = λ v_α (v_α random). In the fixed modes only the
+    scalar λ of each member and W_U are trained; λ starts at d^-γ (``models/cbow.py``)."""
 
     kind: str = "cbow"
     d: int = 128
@@ -71,6 +77,7 @@ class ModelConfig:
     activation: str = "relu"
     coeffs: list[float] = field(default_factory=lambda: [1.0, 1.0])
     power: int = 2
+    embedding: str = "trainable"
     init: InitConfig = field(default_factory=InitConfig)
 
 
@@ -136,6 +143,9 @@ class RunConfig:
         _choice("train.optimizer", self.train.optimizer, OPTIMIZERS)
         _choice("model.activation", self.model.activation, ACTIVATIONS)
         _choice("model.kind", self.model.kind, MODEL_KINDS)
+        _choice("model.embedding", self.model.embedding, EMBEDDINGS)
+        if self.model.embedding != "trainable" and self.model.kind != "cbow":
+            raise InputError(f"model.embedding={self.model.embedding} needs model.kind=cbow, got {self.model.kind!r}")
         _choice("train.dtype", self.train.dtype, DTYPES)
         _choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
         for key, value, low in [

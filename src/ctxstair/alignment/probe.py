@@ -1,4 +1,4 @@
-"""Order-1 similarity through a fitted linear probe, scored on held-out token pairs (SPEC §3).
+"""Order-m similarity through a fitted linear probe, scored on held-out token pairs (SPEC §3).
 
 An order-1 label signature restricted to P context tokens gives each token ``α`` a matrix
 ``φ1[α] ∈ R^{V_labels × P}``; a probe vector ``v ∈ R^P`` turns it into ``h_α(v) = φ1[α] @ v``. The
@@ -6,6 +6,16 @@ probe ``v`` is fitted to make the cosine matrix of ``h(v)`` correlate (Pearson, 
 the embedding cosine matrix. A fitted probe can only look better on the pairs it was fitted on, so
 only **held-out** scores are reported: token pairs are split into folds, ``v`` is fitted on all
 folds but one and scored on the remaining one, and the training score is never returned.
+
+**Order m ≥ 2** (beyond the paper's order 1; SPEC §8 row C). An order-m signature
+``φm[α] ∈ R^{V_labels × P × … × P}`` has m context indices; the probe contracts each with its own
+vector, ``h_α = φm[α] ×_2 v_1 ×_3 v_2 … ×_{m+1} v_m`` — for order 2, ``h_α(ν) = Σ_{β,β'}
+φ2[α](ν, β, β') v_1(β) v_2(β')``, a bilinear form with two vectors rather than the quadratic form
+``v ⊗ v`` of one. Why two: by marginal consistency (SPEC §2) ``v_1 = 1`` gives ``φ1[α] @ v_2``, so
+the order-2 family contains every order-1 probe, as the order-1 family (``v = 1``) contains order
+0; with one vector ``v ⊗ v`` it would not. (Label signatures are symmetric in their context
+indices, so the order of ``v_1, v_2`` does not matter.) Hence, fitted perfectly, the order-2 score
+is at least the order-1 score, and the comparison of interest is by how much it is higher.
 """
 
 from __future__ import annotations
@@ -15,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ctxstair.alignment._checks import int_in_range, phi1_array, positive_float, snapshots
+from ctxstair.alignment._checks import float_array, int_in_range, positive_float, snapshots
 from ctxstair.alignment.similarity import CONSTANT_RTOL, _cosine, upper_triangle
+from ctxstair.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -28,7 +39,8 @@ class ProbeResult:
             any fold's held-out pairs are constant on either side.
         heldout_pearson_per_fold: (S, folds) Pearson r on each fold's held-out pairs.
         v: (S, folds, P) the probe fitted without fold ``f`` (already projected to zero mean when
-            ``zero_mean=True``), so ``φ1 @ v[s, f]`` reproduces the scored ``h``.
+            ``zero_mean=True``), so ``φ1 @ v[s, f]`` reproduces the scored ``h``; for an order-m
+            signature with m ≥ 2, (S, folds, m, P): the vectors ``v_1..v_m``.
         pair_folds: (n_pairs,) fold index of each token pair ``a < b``, pairs in
             ``np.triu_indices(T, 1)`` order (as :func:`~ctxstair.alignment.upper_triangle`).
     """
@@ -40,7 +52,7 @@ class ProbeResult:
 
 
 def probe_alignment(
-    phi1: object,
+    phi: object,
     embeddings: object,
     *,
     folds: int = 5,
@@ -51,29 +63,33 @@ def probe_alignment(
     init_var: float | None = None,
     restarts: int = 1,
 ) -> ProbeResult:
-    """Fit the order-1 probe at every snapshot and report its cross-validated Pearson r (SPEC §3).
+    """Fit the order-1 (or order-m) probe at every snapshot; report its cross-validated Pearson r (SPEC §3).
 
     Token pairs ``a < b`` are shuffled with ``seed`` and dealt into ``folds`` folds. For every
     (snapshot, fold) a probe ``v`` is fitted by Adam to maximise the Pearson r, over the pairs of
     the other folds, between the upper triangles of ``cosine_matrix(φ1 @ v)`` and of the snapshot's
     embedding cosine matrix; it is scored on the fold's own pairs. All fits run as one float64
-    torch optimisation over parameters (S, folds, restarts, P) with loss Σ −r; the loss is
+    torch optimisation over parameters (S, folds, restarts, m, P) with loss Σ −r; the loss is
     separable, so this equals independent fits. The initial probes are drawn once per (fold,
-    restart), N(0, init_var), and shared by all snapshots, so fitting one snapshot alone gives the
-    same result. The objective is not concave: from a single start a fit can stall in a local
-    optimum (on random synthetic signatures with an exact probe, about one fold in six); ``restarts > 1``
-    keeps, per (snapshot, fold), the start with the best *training* score.
+    restart), N(0, init_var) for each of the m vectors, and shared by all snapshots, so fitting one
+    snapshot alone gives the same result. An order-m signature (m ≥ 2) is probed with m vectors,
+    one per context index (module docstring). The objective is not concave: from a single start a
+    fit can stall in a local optimum (on random synthetic signatures with an exact probe, about one
+    fold in six); ``restarts > 1`` keeps, per (snapshot, fold), the start with the best *training*
+    score.
 
     Args:
-        phi1: (T, V_labels, P) order-1 label signature of T tokens restricted to P context tokens.
+        phi: (T, V_labels, P) order-1 label signature of T tokens restricted to P context tokens,
+            or an order-m one (T, V_labels, P, ..., P) with m context axes.
         embeddings: (T, d) embedding rows of the same tokens, or snapshots (S, T, d).
         folds: number of folds, 2..T(T−1)/2 (paper: 5).
         steps: Adam steps (paper: 300).
         lr: Adam learning rate (paper: 0.01).
         seed: seeds the pair split and the initial probes (torch.Generator); deterministic on CPU.
         zero_mean: fit ``v ⟂ 1`` (projected to zero mean inside the forward pass). Since ``v ∝ 1``
-            reproduces the order-0 signature, this measures what order 1 adds beyond order 0.
-        init_var: variance of the initial ``v`` entries; default ``P**-0.5`` (paper), i.e.
+            reproduces the order-0 signature, this measures what order 1 adds beyond order 0. For
+            order m every vector is projected.
+        init_var: variance of the initial entries of every vector; default ``P**-0.5`` (paper), i.e.
             standard deviation ``P**-0.25``.
         restarts: random starts per (snapshot, fold), >= 1 (paper: 1). The choice among them uses
             training pairs only, so the held-out score stays honest.
@@ -81,9 +97,9 @@ def probe_alignment(
     Returns:
         :class:`ProbeResult` with S = 1 for a single (T, d) embedding matrix.
     """
-    phi = phi1_array(phi1)
+    phi = _signature_array(phi)
     emb = snapshots(embeddings, phi.shape[0])
-    n_tokens, _, n_context = phi.shape
+    n_tokens, n_context, order = phi.shape[0], phi.shape[-1], phi.ndim - 2
     n_pairs = n_tokens * (n_tokens - 1) // 2
     folds = int_in_range(folds, "folds", 2, n_pairs)
     steps = int_in_range(steps, "steps", 0)
@@ -96,7 +112,7 @@ def probe_alignment(
     pair_folds[torch.randperm(n_pairs, generator=gen)] = torch.arange(n_pairs) % folds
     heldout = (pair_folds == torch.arange(folds)[:, None]).double()[:, None, :]  # (folds, 1, n_pairs)
     train = 1.0 - heldout
-    v0 = torch.randn(folds, restarts, n_context, generator=gen, dtype=torch.float64) * init_std
+    v0 = torch.randn(folds, restarts, order, n_context, generator=gen, dtype=torch.float64) * init_std
 
     phi_t = torch.from_numpy(phi)
     target = torch.from_numpy(upper_triangle(_cosine(emb)))[:, None, None, :]  # (S, 1, 1, n_pairs)
@@ -104,10 +120,10 @@ def probe_alignment(
     project = (lambda v: v - v.mean(dim=-1, keepdim=True)) if zero_mean else (lambda v: v)
 
     def train_pearson(v: torch.Tensor) -> torch.Tensor:
-        """(S, folds, R, P) probes -> (S, folds, R) Pearson r on the training pairs."""
+        """(S, folds, R, m, P) probes -> (S, folds, R) Pearson r on the training pairs."""
         return _weighted_pearson(_probe_triangle(phi_t, project(v), rows, cols), target, train)
 
-    param = v0.expand(emb.shape[0], -1, -1, -1).clone().requires_grad_(True)
+    param = v0.expand(emb.shape[0], -1, -1, -1, -1).clone().requires_grad_(True)
     optimizer = torch.optim.Adam([param], lr=lr)
     fittable = ~_is_constant(target, train)  # (S, folds, 1): a constant target leaves nothing to fit
     for _ in range(steps):
@@ -117,10 +133,10 @@ def probe_alignment(
 
     with torch.no_grad():
         best = train_pearson(param).argmax(dim=-1)  # restart chosen on training pairs only
-        v = project(param.detach()).take_along_dim(best[..., None, None], dim=2)  # (S, folds, 1, P)
+        v = project(param.detach()).take_along_dim(best[..., None, None, None], dim=2)  # (S, folds, 1, m, P)
         tri = _probe_triangle(phi_t, v, rows, cols)
         scores = _weighted_pearson(tri, target, heldout, undefined_as_nan=True)[..., 0].numpy()
-        v = v[:, :, 0].numpy()
+        v = v[:, :, 0, 0].numpy() if order == 1 else v[:, :, 0].numpy()
     return ProbeResult(
         heldout_pearson=scores.mean(axis=1),
         heldout_pearson_per_fold=scores,
@@ -129,9 +145,32 @@ def probe_alignment(
     )
 
 
+def _signature_array(phi: object) -> np.ndarray:
+    """Check an order-m label signature (T >= 2, V_labels, P, ..., P) with m >= 1 equal context axes."""
+    arr = float_array(phi, "phi")
+    if arr.ndim < 3 or arr.shape[0] < 2 or len(set(arr.shape[2:])) != 1:
+        raise InputError(f"phi must be an order-m label signature (T >= 2 tokens, V_labels, P, ..., P): phi1 "
+                         f"(T, V_labels, P) for the order-1 probe, phi2 (T, V_labels, P, P) for order 2; "
+                         f"got shape {arr.shape}")
+    return arr
+
+
+def probe_embeddings(phi: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``h = φ ×_2 v_1 … ×_{m+1} v_m``: signature (T, V_labels, P^m), probes (..., m, P) -> (..., T, V_labels).
+
+    The last context axis is contracted with the last vector first; for m = 1 this is ``φ1 @ v``."""
+    n_tokens, order = phi.shape[0], phi.ndim - 2
+    h = phi.reshape(n_tokens, -1, phi.shape[-1])  # (T, V_labels P^(m-1), P)
+    h = torch.einsum("tlp,...p->...tl", h, v[..., order - 1, :])
+    for i in range(order - 2, -1, -1):
+        h = torch.einsum("...tlp,...p->...tl", h.unflatten(-1, (-1, phi.shape[-1])), v[..., i, :])
+    return h
+
+
 def _probe_triangle(phi: torch.Tensor, v: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
-    """Probes (..., P) -> (..., n_pairs) upper triangles of the cosine matrix of ``h = φ1 @ v`` (T, V_labels)."""
-    h = torch.nn.functional.normalize(torch.einsum("tlp,...p->...tl", phi, v), dim=-1)
+    """Probes (..., m, P) -> (..., n_pairs) upper triangles of the cosine matrix of ``h`` (T, V_labels)
+    (:func:`probe_embeddings`)."""
+    h = torch.nn.functional.normalize(probe_embeddings(phi, v), dim=-1)
     return (h @ h.transpose(-1, -2))[..., rows, cols]
 
 

@@ -8,6 +8,17 @@ Padding stays exactly zero under training because σ(0) = 0 for every activation
 coordinate produces no logit and receives no gradient (and Adam/AdamW leave zero-gradient zeros
 at zero). Each member's initial weights depend only on its own seed, γ and d, not on the other
 members, so member results do not depend on the ensemble they were trained in.
+
+Embedding modes (SPEC §8 F8b; ``model.embedding``): ``trainable`` (the default, W_E a parameter);
+``signature``, fixed embeddings w_α = λ R φ^{y;1}_α v with the order-1 label signature φ^{y;1}_α
+(labels × context) of token α, R ∈ R^{d × labels} and v ∈ R^{context} random N(0, 1) and fixed;
+``random``, fixed random embeddings w_α = λ v_α with v_α ∈ R^d N(0, 1). In both fixed modes the
+directions are drawn from the member's seed after its W_E and W_U (so W_U starts identical in every
+mode), divided by their root mean square over the entries of the rows that are not zero (rows of
+tokens that never occur stay zero), kept as a buffer ``E_fixed`` (K, V, d_max), and only the scalar
+``lam`` (K,) of each member is trained, initialised to d^-γ_embedding: the embeddings start at the
+γ-init scale per coordinate (SPEC §4). ``W_E`` is then the computed tensor λ E_fixed; it is what
+``state_dict()`` (and so every snapshot) holds under the name ``W_E``, next to ``lam`` and ``W_U``.
 """
 
 from __future__ import annotations
@@ -15,8 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 
+from ctxstair.errors import InputError
 from ctxstair.models.activations import activation_fn
 from ctxstair.models.init import gamma_normal_, realised_std
 
@@ -32,11 +45,19 @@ class MemberSpec:
 
 
 class CBOWEnsemble(torch.nn.Module):
-    """K CBOW models trained together. ``W_E``, ``W_U``: (K, V, d_max) parameters (rows = tokens)."""
+    """K CBOW models trained together. ``W_E``, ``W_U``: (K, V, d_max) parameters (rows = tokens); with
+    fixed embeddings ``W_E`` = ``lam`` (K,) × the buffer ``E_fixed`` (module docstring)."""
 
     def __init__(self, vocab_size: int, members: Sequence[MemberSpec], activation: str = "relu",
-                 coeffs: Sequence[float] = (), power: int = 2, dtype: torch.dtype = torch.float32):
+                 coeffs: Sequence[float] = (), power: int = 2, dtype: torch.dtype = torch.float32,
+                 embedding: str = "trainable", phi1: np.ndarray | None = None):
+        """``embedding``: ``trainable``, ``signature`` or ``random`` (module docstring); ``phi1``: the
+        order-1 label signature (vocab_size, labels, context) of every token id, for ``signature``."""
         super().__init__()
+        if embedding not in ("trainable", "signature", "random"):
+            raise InputError(f"embedding must be trainable, signature or random; got {embedding!r}")
+        if (embedding == "signature") != (phi1 is not None):
+            raise InputError("phi1 (vocab_size, labels, context) is needed for, and only for, embedding='signature'")
         self.members = tuple(members)
         self.sigma = activation_fn(activation, coeffs, power)
         d_max = max(m.d for m in self.members)
@@ -49,16 +70,32 @@ class CBOWEnsemble(torch.nn.Module):
             # wider array draws in a different order, which would make a member depend on d_max.
             W_E[k, :, : m.d] = gamma_normal_(torch.empty(vocab_size, m.d, dtype=dtype), m.d, m.gamma_embedding, gen)
             W_U[k, :, : m.d] = gamma_normal_(torch.empty(vocab_size, m.d, dtype=dtype), m.d, m.gamma_unembedding, gen)
-        self.W_E = torch.nn.Parameter(W_E)
+            if embedding != "trainable":
+                W_E[k, :, : m.d] = fixed_directions(vocab_size, m.d, gen, phi1)
         self.W_U = torch.nn.Parameter(W_U)
+        if embedding == "trainable":
+            self.W_E = torch.nn.Parameter(W_E)
+            return
+        self.register_buffer("E_fixed", W_E, persistent=False)
+        self.lam = torch.nn.Parameter(torch.tensor([float(m.d) ** -m.gamma_embedding for m in self.members],
+                                                   dtype=dtype))
+        self.register_state_dict_post_hook(_add_computed_embeddings)
+        self.register_load_state_dict_pre_hook(_drop_computed_embeddings)
+
+    def __getattr__(self, name: str):
+        """``W_E`` of a fixed-embedding ensemble: the computed λ E_fixed (K, V, d_max)."""
+        if name == "W_E" and "lam" in self._parameters:
+            return self.lam[:, None, None] * self.E_fixed
+        return super().__getattr__(name)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """Logits (K, n, V) for token ids X (n, L)."""
         # Σ_i w^E_{x_i} = N(X) @ W_E with the count matrix N_α(X): a dense matmul, faster to
         # differentiate than a gather and deterministic on CPU.
-        counts = torch.zeros(X.shape[0], self.W_E.shape[1], dtype=self.W_E.dtype)
-        counts.scatter_add_(1, X, torch.ones_like(X, dtype=self.W_E.dtype))
-        h = counts @ self.W_E  # (K, n, d)
+        W_E = self.W_E
+        counts = torch.zeros(X.shape[0], W_E.shape[1], dtype=W_E.dtype)
+        counts.scatter_add_(1, X, torch.ones_like(X, dtype=W_E.dtype))
+        h = counts @ W_E  # (K, n, d)
         return self.sigma(h) @ self.W_U.transpose(1, 2)
 
     def member_rows(self) -> list[dict[str, float]]:
@@ -69,3 +106,26 @@ class CBOWEnsemble(torch.nn.Module):
              "init_std_W_E": realised_std(self.W_E[k, :, : m.d]), "init_std_W_U": realised_std(self.W_U[k, :, : m.d])}
             for k, m in enumerate(self.members)
         ]
+
+
+def fixed_directions(vocab_size: int, d: int, generator: torch.Generator, phi1: np.ndarray | None) -> torch.Tensor:
+    """Fixed embedding directions (vocab_size, d) of one member, float64, root mean square 1 over the
+    entries of its non-zero rows: R φ^{y;1}_α v for every token α when ``phi1`` (vocab_size, labels,
+    context) is given (R (d, labels), v (context,) drawn N(0, 1) in that order), else N(0, 1) rows."""
+    if phi1 is None:
+        E = torch.randn(vocab_size, d, generator=generator, dtype=torch.float64)
+    else:
+        phi = torch.as_tensor(phi1, dtype=torch.float64)
+        R = torch.randn(d, phi.shape[1], generator=generator, dtype=torch.float64)
+        v = torch.randn(phi.shape[2], generator=generator, dtype=torch.float64)
+        E = (phi @ v) @ R.T
+    rows = E.norm(dim=1) > 0
+    return E / E[rows].square().mean().sqrt()
+
+
+def _add_computed_embeddings(module: CBOWEnsemble, state: dict, prefix: str, metadata) -> None:
+    state[prefix + "W_E"] = module.W_E.detach()
+
+
+def _drop_computed_embeddings(module: CBOWEnsemble, state: dict, prefix: str, *args) -> None:
+    state.pop(prefix + "W_E", None)  # derived from lam and the fixed buffer: nothing to load

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ctxstair import rundir
-from ctxstair.alignment import compare, cosine_matrix, distribution_match, signature_cosine
+from ctxstair.alignment import cosine_matrix, distribution_match, signature_cosine
 from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig, load_yaml
 from ctxstair.recipes import measures as ms
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register

@@ -30,6 +30,11 @@ def first_epoch(epochs: np.ndarray, condition: np.ndarray) -> int | None:
     return int(epochs[hit[0]]) if hit.size else None
 
 
+def member_seeds(run_dir: Path) -> list[int]:
+    """Seed of each ensemble member, from ``members.csv``."""
+    return [int(s) for s in rundir.read_table(run_dir, "members.csv", ints=("member", "seed"))["seed"]]
+
+
 def members(run_dir: Path) -> list[int]:
     """Member indices of a run."""
     return sorted(set(rundir.read_metrics(run_dir)["member"].tolist()))
@@ -44,10 +49,11 @@ def fourier_profile(run_dir: Path, member: int, epoch: int) -> tuple[np.ndarray,
     return ks, values
 
 
-def best_frequency(ks: np.ndarray, values: np.ndarray) -> tuple[int, float]:
-    """(k*, r) with k* = argmax over k >= 1 of the Fourier alignment (SPEC §8 F3, App. D)."""
-    nonzero = ks >= 1
-    j = int(np.nanargmax(np.where(nonzero, values, -np.inf)))
+def best_frequency(ks: np.ndarray, values: np.ndarray, k_min: int = 1) -> tuple[int, float]:
+    """(k*, r) with k* = argmax over k >= ``k_min`` of the Fourier alignment (SPEC §8 F3: k >= 1;
+    App. D: k > 10, i.e. ``k_min=11``)."""
+    allowed = ks >= k_min
+    j = int(np.nanargmax(np.where(allowed, values, -np.inf)))
     return int(ks[j]), float(values[j])
 
 

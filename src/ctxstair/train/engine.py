@@ -34,7 +34,7 @@ from ctxstair.config import RunConfig, dump_yaml, load_yaml
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.models import AttentionEnsemble, CBOWEnsemble, MemberSpec
-from ctxstair.signatures import signature_hierarchy
+from ctxstair.signatures import label_signature, signature_hierarchy
 from ctxstair.tasks import Dataset
 from ctxstair.train.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from ctxstair.train.schedule import snapshot_schedule
@@ -63,13 +63,18 @@ def member_specs(cfg: RunConfig) -> list[MemberSpec]:
 
 
 def build_model(cfg: RunConfig, dataset: Dataset) -> Ensemble:
-    """The ensemble of ``cfg.model.kind`` (CBOW or attention-only, SPEC §5) for ``dataset``."""
+    """The ensemble of ``cfg.model.kind`` (CBOW or attention-only, SPEC §5) for ``dataset``; a CBOW
+    ensemble with ``model.embedding=signature`` gets the dataset's order-1 label signature."""
     m, dtype = cfg.model, getattr(torch, cfg.train.dtype)
     if m.kind == "attention":
         qk, ov = (m.init.gamma if g is None else g for g in (m.init.qk, m.init.ov))
         return AttentionEnsemble(dataset.vocab_size, dataset.seq_len, member_specs(cfg), gamma_qk=qk, gamma_ov=ov,
                                  d_k=m.d_k, positional=m.positional, dtype=dtype)
-    return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), m.activation, m.coeffs, m.power, dtype=dtype)
+    # F8b signature embeddings: φ^{y;1} of every token id over the labels and context ids that occur.
+    phi1 = (label_signature(dataset.X, dataset.y, 1, dataset.vocab_size, labels=np.unique(dataset.y),
+                            context=np.unique(dataset.X)) if m.embedding == "signature" else None)
+    return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), m.activation, m.coeffs, m.power, dtype=dtype,
+                        embedding=m.embedding, phi1=phi1)
 
 
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:

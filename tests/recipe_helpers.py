@@ -1,0 +1,46 @@
+"""Helpers shared by the recipe tests: run each recipe once per module at reduced settings, and
+read what it wrote (summary.json, key numbers, report.html)."""
+
+import base64
+import json
+import re
+from pathlib import Path
+
+from ctxstair.recipes import run_recipe
+
+
+def recipe_runner(root: Path, small: dict, seeds: int | None = None):
+    """``get_run(name)``: run recipe ``name`` once into ``root/name`` with ``small[name]`` — an
+    overrides dict, or ``(overrides, seeds)`` — and return its output directory on every call."""
+    cache = {}
+
+    def get_run(name: str) -> Path:
+        if name not in cache:
+            overrides, member_seeds = small[name] if isinstance(small[name], tuple) else (small[name], seeds)
+            cache[name] = run_recipe(name, root / name, dict(overrides), seeds=member_seeds, progress=False)
+        return cache[name]
+    return get_run
+
+
+def summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def key(out: Path, prefix: str) -> dict:
+    """The one key number whose name starts with ``prefix``."""
+    rows = [k for k in summary(out)["key_numbers"] if k["name"].startswith(prefix)]
+    assert len(rows) == 1, prefix
+    return rows[0]
+
+
+def check_report(out: Path, numbers: list[str], n_figures: int | None = None) -> str:
+    """report.html embeds exactly the PNGs of figures/ and states the given numbers."""
+    html = (out / "report.html").read_text()
+    figures = sorted((out / "figures").glob("*.png"))
+    assert len(figures) == n_figures if n_figures is not None else figures
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert sorted(base64.b64decode(e) for e in embedded) == sorted(f.read_bytes() for f in figures)
+    assert "<img src=\"figures/" not in html and "file://" not in html
+    for number in numbers:
+        assert number in html, number
+    return html
