@@ -2,6 +2,7 @@
 read what it wrote (summary.json, key numbers, report.html)."""
 
 import base64
+import html as html_text
 import json
 import re
 from pathlib import Path
@@ -33,14 +34,15 @@ def key(out: Path, prefix: str) -> dict:
     return rows[0]
 
 
-def check_report(out: Path, numbers: list[str], n_figures: int | None = None) -> str:
-    """report.html embeds exactly the PNGs of figures/ and states the given numbers."""
+def check_report(out: Path, numbers: list[str] | None = None, n_figures: int | None = None) -> str:
+    """report.html embeds exactly the PNGs of figures/ (``n_figures`` of them when given) and states
+    the given numbers — by default every key number's measured value from summary.json."""
     html = (out / "report.html").read_text()
     figures = sorted((out / "figures").glob("*.png"))
     assert len(figures) == n_figures if n_figures is not None else figures
     embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert sorted(base64.b64decode(e) for e in embedded) == sorted(f.read_bytes() for f in figures)
     assert "<img src=\"figures/" not in html and "file://" not in html
-    for number in numbers:
-        assert number in html, number
+    for number in [k["measured"] for k in summary(out)["key_numbers"]] if numbers is None else numbers:
+        assert number in html or html_text.escape(number) in html, number
     return html

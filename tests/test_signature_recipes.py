@@ -63,7 +63,7 @@ def test_signature_embeddings_small(runs):
     assert key(out, "gd: (i) signature vs (ii) trainable")["met"] is True
     assert key(out, "gd: (iii) random vs (ii) trainable early")["met"] is True
     assert key(out, "gd: (ii) trainable: epochs to")["met"] is None
-    check_report(out, 1)
+    check_report(out, n_figures=1)
 
 
 # ---------------------------------------------------------------- minmax (S72)
@@ -92,7 +92,7 @@ def test_minmax_small(runs):
     assert 0 < m["peak_epoch"] < m["last_epoch"] == 300
     assert -1 <= m["corr_peak"] <= 1 and -1 <= m["corr_weighted_end"] <= 1
     assert key(out, "Pearson r of the logits with the superposition score at the end")["met"] is None
-    check_report(out, 4)
+    check_report(out, n_figures=4)
 
 
 # ---------------------------------------------------------------- higher-orders (row C)
@@ -109,7 +109,7 @@ def test_higher_orders_small(runs):
     assert m["r2_max"] > m["flat_end"]
     # order 1 can only draw the two-block pattern here: its flattened geometry is defined
     assert np.all(table["defined"][table["signature"] == "order1_flat"])
-    check_report(out, 2)
+    check_report(out, n_figures=2)
     # the report rebuilds from the files alone
     before = summary(out)
     write_recipe_report(out)
