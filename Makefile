@@ -21,6 +21,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/signatures.py
+	$(BIN)/python benchmarks/corpus_signatures.py
+	$(BIN)/python benchmarks/ensemble.py
 
 clean:
 	rm -rf $(VENV) runs build src/*.egg-info

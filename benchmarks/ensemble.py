@@ -1,0 +1,114 @@
+"""Ensemble training at speed (issue 8 item 1): K CBOW models trained one by one with a plain
+PyTorch loop against the engine's batched ensemble, and both against the machine's matmul rate.
+
+    python benchmarks/ensemble.py            # K = 32, staircase-add settings; prints a Markdown table
+
+Settings: `add`, N = 40 (1,600 samples, V = 81), d = 128, ReLU, γ = 1, full batch, Adam lr 1e-3,
+the same number of epochs for both. (a) the per-model loop: one ``nn.Module`` (an ``nn.Embedding``
+summed over positions, ReLU, a bias-free ``nn.Linear``) and one Adam optimizer per model, trained
+one after the other; (b) the engine: one :class:`ctxstair.models.CBOWEnsemble` of K members and
+one Adam optimizer, the update :func:`ctxstair.train.engine.full_batch_step` that ``ctxstair run``
+uses (no snapshots, no files). Both are timed on the same epochs after one warm-up epoch.
+
+FLOPs are counted as the engine executes them, as dense matmuls: per member and epoch the forward
+pass is ``counts (n, V) @ W_E (V, d)`` and ``σ(h) (n, d) @ W_U^T (d, V)`` — 2·n·V·d each — and the
+backward pass three more of the same size (the gradients of W_U, of h and of W_E), so 10·n·V·d;
+softmax and elementwise work are not counted. The machine's rate is that of a float32 4096 × 4096
+matmul (2·4096³ FLOPs), best of 3.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import torch
+
+from ctxstair import tasks
+from ctxstair.config import RunConfig, apply_overrides
+from ctxstair.models.init import gamma_normal_
+from ctxstair.train.engine import build_model, full_batch_step, make_optimizer, member_losses
+
+K, EPOCHS = 32, 50
+
+
+class PlainCBOW(torch.nn.Module):
+    """The CBOW model of SPEC §5 written the usual way, one model per module."""
+
+    def __init__(self, vocab_size: int, d: int, seed: int):
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.embed = torch.nn.Embedding(vocab_size, d)
+        self.unembed = torch.nn.Linear(d, vocab_size, bias=False)
+        gamma_normal_(self.embed.weight, d, 1.0, gen)
+        gamma_normal_(self.unembed.weight, d, 1.0, gen)
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        return self.unembed(torch.relu(self.embed(X).sum(dim=1)))
+
+
+def per_model_loop(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int) -> float:
+    """Seconds for K models × EPOCHS epochs, one model after the other."""
+    elapsed = 0.0
+    for k in range(K):
+        model = PlainCBOW(vocab_size, d, seed=k)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for epoch in range(EPOCHS + 1):
+            if epoch == 1:  # the first epoch warms up allocations and is not timed
+                start = time.perf_counter()
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(X), y).backward()
+            optimizer.step()
+        elapsed += time.perf_counter() - start
+    return elapsed
+
+
+def engine(X: torch.Tensor, y: torch.Tensor, cfg: RunConfig, dataset: tasks.Dataset) -> float:
+    """Seconds for one K-member ensemble × EPOCHS epochs through the engine's update."""
+    model = build_model(cfg, dataset)
+    optimizer = make_optimizer(cfg, model.parameters())
+    for epoch in range(EPOCHS + 1):
+        if epoch == 1:
+            start = time.perf_counter()
+        full_batch_step(optimizer, member_losses(model, X, y)[0])
+    return time.perf_counter() - start
+
+
+def matmul_rate(n: int = 4096) -> float:
+    """Best-of-3 FLOP/s of a float32 n × n matmul."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(3))
+    return 2 * n**3 / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    dataset = tasks.make("add", N=40)
+    cfg = apply_overrides(RunConfig(), {"task.N": 40, "model.d": 128, "train.optimizer": "adam", "train.lr": 1e-3,
+                                        "train.members": K})
+    X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
+    n, V, d = X.shape[0], dataset.vocab_size, cfg.model.d
+    peak = matmul_rate()
+    loop = per_model_loop(X, y, V, d)
+    batched = engine(X, y, cfg, dataset)
+    flops = 10 * n * V * d * K * EPOCHS
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; K = {K}, {EPOCHS} timed epochs, n = {n}, V = {V}, d = {d}\n")
+    print("| | seconds | per epoch (ms) | GFLOP/s | fraction of matmul rate |")
+    print("|---|---|---|---|---|")
+    print(f"| float32 matmul 4096² | | | {peak / 1e9:.1f} | 1.00 |")
+    for name, seconds in (("per-model loop (K modules, K optimizers)", loop), ("engine (one K-member ensemble)", batched)):
+        print(f"| {name} | {seconds:.2f} | {1e3 * seconds / EPOCHS:.1f} | {flops / seconds / 1e9:.1f} | "
+              f"{flops / seconds / peak:.2f} |")
+    print(f"\nengine speed-up over the per-model loop: {loop / batched:.1f}×")
+
+
+if __name__ == "__main__":
+    main()
