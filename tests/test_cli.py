@@ -159,3 +159,27 @@ def test_run_then_report_then_resume(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=4", "--resume"]) == 2
     assert "differs" in capsys.readouterr().err
+
+
+def test_run_no_analysis_trains_only_and_resumes(tmp_path, capsys):
+    """Issue 8 item 1: the run directory holds the training files only; a resume is a no-op."""
+    out = tmp_path / "add"
+    argv = ["run", "staircase-add", "--out", str(out), "--set", "train.epochs=30", "--set", "task.N=8", "--seeds", "3",
+            "--no-analysis"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.strip() == f"trained: {out}"
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "signatures.npz"]
+    config = (out / "config.yaml").read_text()
+    assert "save: false" in config and "enabled: false" in config and "members: 3" in config
+    metrics = (out / "metrics.jsonl").read_bytes()
+    assert main([*argv, "--resume"]) == 0
+    assert (out / "metrics.jsonl").read_bytes() == metrics
+
+
+@pytest.mark.parametrize("recipe,message", [("init-scaling", "trains no ensemble runs"),
+                                            ("lm-staircase", "ctxstair lm train --no-analysis")])
+def test_run_no_analysis_is_refused_for_recipes_without_engine_runs(tmp_path, capsys, recipe, message):
+    assert main(["run", recipe, "--out", str(tmp_path / "out"), "--no-analysis"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []

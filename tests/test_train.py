@@ -352,3 +352,22 @@ def test_initial_loss_is_ln_V_and_training_decreases_it(tmp_path):
     # γ = 0.25 (large init) starts far from ln V
     big = train_run(apply_overrides(cfg, {"model.init.gamma": 0.25}), tmp_path / "big", progress=False)
     assert abs(metric_rows(big)[0]["loss"] - math.log(V)) > 0.05
+
+
+# ---------------------------------------------------------------- training without snapshot files (issue 8 item 1)
+
+@pytest.mark.parametrize("stop", [8, 33])
+def test_no_snapshot_run_resumes_bitwise_and_writes_no_snapshots(tmp_path, reference, stop):
+    """``snapshots.save=false`` (``ctxstair run --no-analysis``): the same checkpoints, metrics and
+    members as a run with snapshots, no snapshot files, and bitwise resume."""
+    cfg, run = apply_overrides(OPTIMIZERS["adam"], {"snapshots.save": False}), tmp_path / "run"
+    whole = train_run(cfg, tmp_path / "whole", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(cfg, run, hook=stop_at(stop), progress=False)
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == max(e for e in SCHEDULE if e < stop)
+    train_run(cfg, run, resume=True, progress=False)
+    assert contents(run) == contents(whole)
+    assert rundir.snapshot_epochs(run) == [] and not (run / "snapshots").exists()
+    with_snapshots = {k: v for k, v in reference["adam"].items() if not k.startswith("snapshots/")}
+    assert {k: v for k, v in contents(run).items() if k != "config.yaml"} == \
+        {k: v for k, v in with_snapshots.items() if k != "config.yaml"}

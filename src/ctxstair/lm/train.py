@@ -11,6 +11,12 @@ generator. At log-spaced steps the whole model is saved (``snapshots/step_XXXXXX
 with the held-out loss, and a checkpoint (model, optimizer, generator, step) that ``resume``
 continues from with the same numbers as an uninterrupted run.
 
+Devices and data parallelism (issue 8, items 4 and 5): the model, batches and held-out loss live on
+``train.device`` (``auto``: CUDA when present); files are written from CPU copies and the batch
+generator stays on the CPU, so the data order does not depend on the device. Started by
+``torchrun --nproc_per_node=N`` the run is data-parallel (DDP): every rank draws the same global
+batch and trains on its slice, and only rank 0 writes to the run directory.
+
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
 initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
 ``snapshots/``; the analysis (:mod:`ctxstair.lm.staircase`) adds ``alignment.csv`` and
@@ -19,16 +25,21 @@ initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_lo
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import math
+import os
+import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 
 from ctxstair.config import dump_yaml, load_yaml
@@ -42,6 +53,7 @@ from ctxstair.train.engine import flush_denormals
 from ctxstair.train.schedule import snapshot_schedule
 
 TOKENIZERS = ("bpe", "gpt2")
+DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 @dataclass
@@ -82,7 +94,9 @@ class LMModelConfig:
 @dataclass
 class LMTrainConfig:
     """AdamW (β = 0.9, 0.95) with warm-up over ``warmup`` of the steps and cosine decay to
-    ``final_lr_fraction`` of ``lr`` (SPEC §5: 3 % warm-up, 10 % final)."""
+    ``final_lr_fraction`` of ``lr`` (SPEC §5: 3 % warm-up, 10 % final). ``batch_size`` is the global
+    batch, split evenly across data-parallel ranks. ``device``: ``auto`` (CUDA when present),
+    ``cpu``, ``cuda`` or ``cuda:N`` (issue 8 item 5)."""
 
     steps: int = 2000
     batch_size: int = 32
@@ -91,6 +105,7 @@ class LMTrainConfig:
     final_lr_fraction: float = 0.1
     weight_decay: float = 0.1
     seed: int = 0
+    device: str = "auto"
 
 
 @dataclass
@@ -144,6 +159,8 @@ class LMConfig:
                            ("analysis.heldout_fraction", self.analysis.heldout_fraction)]:
             if not 0 <= value < 1:
                 raise InputError(f"{key} must be in [0, 1), got {value}")
+        if not DEVICE_PATTERN.fullmatch(self.train.device):
+            raise InputError(f"train.device must be auto, cpu, cuda or cuda:N; got {self.train.device!r}")
         self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
         return self
 
@@ -210,37 +227,110 @@ def build_model(cfg: LMConfig, vocab_size: int) -> DecoderLM:
     return DecoderLM(cfg.decoder_config(vocab_size))
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process trains: its ``device`` and its place (``rank`` of ``world``) in a
+    data-parallel run; ``world`` is 1 outside torchrun."""
+
+    device: torch.device
+    rank: int = 0
+    world: int = 1
+
+
+def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
+    """The torch device of ``train.device`` ``name``; under torchrun (``local_rank`` given) CUDA
+    means ``cuda:LOCAL_RANK``. Raise InputError when CUDA is asked for and absent."""
+    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise InputError(f"train.device={name} but CUDA is not available (torch {torch.__version__}); use cpu or auto")
+    if local_rank is not None:
+        if ":" in name:
+            raise InputError(f"train.device={name}: under torchrun each process uses cuda:LOCAL_RANK; set train.device=cuda")
+        name = f"cuda:{local_rank}"
+    device = torch.device("cuda" if name == "auto" else name)
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise InputError(f"train.device={name} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+    return device
+
+
+def torchrun_world() -> int:
+    """Number of processes of the torchrun job this process belongs to (1 when not under torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@contextmanager
+def data_parallel(cfg: LMTrainConfig) -> Iterator[Ranks]:
+    """This process's :class:`Ranks`. Under torchrun (WORLD_SIZE > 1) join the process group (gloo
+    on CPU, NCCL on CUDA) unless the caller already has, and leave the one it opened at the end."""
+    if torchrun_world() == 1 and not (dist.is_available() and dist.is_initialized()):
+        yield Ranks(resolve_device(cfg.device))
+        return
+    device = resolve_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+    opened = not dist.is_initialized()
+    if opened:
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        ranks = Ranks(device, dist.get_rank(), dist.get_world_size())
+        if cfg.batch_size % ranks.world:
+            # DDP averages the ranks' gradients of their slice-mean losses, which is the gradient of the
+            # global mean loss only when every slice has the same size.
+            raise InputError(f"train.batch_size={cfg.batch_size} is not divisible by the {ranks.world} data-parallel processes")
+        yield ranks
+    finally:
+        if opened:
+            # DDP's reducer sits in reference cycles; freed after the group (at interpreter exit) it
+            # aborted rank 1 in about one two-process run in six ("terminate called without an active exception").
+            gc.collect()
+            dist.destroy_process_group()
+
+
 def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: bool = False,
              hook: Callable[[int], None] | None = None) -> Path:
     """Train ``cfg`` into run directory ``out`` (see the module docstring); return its path.
 
     ``resume`` continues an interrupted run (same config required; a completed run is left as is).
-    ``hook(step)`` is called before every step (tests use it to interrupt a run)."""
+    ``hook(step)`` is called before every step (tests use it to interrupt a run). Under torchrun
+    every process calls this; only rank 0 writes files (issue 8 item 4)."""
     out = Path(out)
     cfg = cfg.validate()
-    tokenizer, windows = _prepare(cfg, out, resume, force)
+    with data_parallel(cfg.train) as ranks:
+        return _train(cfg, out, ranks, resume, force, hook)
+
+
+def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
+           hook: Callable[[int], None] | None) -> Path:
+    lead = ranks.rank == 0
+    tokenizer, windows = _prepare_ranks(cfg, out, ranks, resume, force)
     if resume and not (out / "checkpoint" / "state.json").is_file() and any(
             r["step"] == cfg.train.steps and "val_loss" in r for r in read_metrics(out)):
         return out  # already complete
     train, val = split_windows(windows, cfg.train.seed)
-    model = build_model(cfg, tokenizer.vocab_size)
+    model = build_model(cfg, tokenizer.vocab_size).to(ranks.device)
+    net = model if ranks.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.95),
                                   weight_decay=cfg.train.weight_decay)
-    batches = torch.Generator().manual_seed(cfg.train.seed)
+    batches = torch.Generator().manual_seed(cfg.train.seed)  # on the CPU whatever the device: same data order
     schedule = set(snapshot_schedule(cfg.train.steps, cfg.snapshots.log_points, cfg.snapshots.every))
-    train_t, val_t = torch.from_numpy(train), torch.from_numpy(val)
+    train_t, val_t = torch.from_numpy(train), torch.from_numpy(val).to(ranks.device)
+    per_rank = cfg.train.batch_size // ranks.world
+    mine = slice(ranks.rank * per_rank, (ranks.rank + 1) * per_rank)
 
     start, rows, resumed = 0, [], resume and (out / "checkpoint" / "state.json").is_file()
     if resumed:
         start, rows = _load_checkpoint(out, model, optimizer, batches)
-    elif not resume:
+    elif not resume and lead:
         atomic_write_text(out / "members.csv", "tensor,init_std,target_std\n" + "".join(
             f"{name},{std:.6g},{model.target_stds()[name]:.6g}\n" for name, std in model.init_stds().items()))
+    if ranks.world > 1:
+        dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
     with flush_denormals():
         for step in range(start, cfg.train.steps + 1):
             if hook is not None:
                 hook(step)
-            if step in schedule and not (resumed and step == start):  # a resumed checkpoint step is saved
+            if lead and step in schedule and not (resumed and step == start):  # a resumed checkpoint step is saved
                 _save_snapshot(out, step, model)
                 rows.append({"step": step, "val_loss": _mean_loss(model, val_t)})
                 _save_checkpoint(out, step, model, optimizer, batches, rows)
@@ -248,16 +338,49 @@ def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: boo
                 break
             for group in optimizer.param_groups:
                 group["lr"] = cfg.train.lr * lr_factor(step, cfg.train)
-            batch = train_t[torch.randint(len(train_t), (cfg.train.batch_size,), generator=batches)]
-            loss = next_token_loss(model(batch), batch)
+            # Every rank draws the whole global batch, so the generator and the data order are those of
+            # a single-process run; each trains on its own slice.
+            batch = train_t[torch.randint(len(train_t), (cfg.train.batch_size,), generator=batches)[mine]]
+            batch = batch.to(ranks.device)
+            loss = next_token_loss(net(batch), batch)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # DDP averages the gradients over the ranks here
             optimizer.step()
-            rows.append({"step": step, "loss": float(loss.detach()), "lr": optimizer.param_groups[0]["lr"]})
-    _write_metrics(out, rows)
-    (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
-    shutil.rmtree(out / "checkpoint", ignore_errors=True)
+            rows.append({"step": step, "loss": _global_mean(loss.detach(), ranks), "lr": optimizer.param_groups[0]["lr"]})
+    if lead:
+        _write_metrics(out, rows)
+        (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
+        shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    if ranks.world > 1:
+        dist.barrier()  # the run directory is complete when any rank returns
     return out
+
+
+def _global_mean(value: torch.Tensor, ranks: Ranks) -> float:
+    """The mean of a scalar over the ranks (the global batch's loss when slices are equal-sized)."""
+    if ranks.world > 1:
+        value = value.clone()
+        dist.all_reduce(value)
+        value /= ranks.world
+    return float(value)
+
+
+def _prepare_ranks(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool,
+                   force: bool) -> tuple[TextTokenizer, np.ndarray]:
+    """:func:`_prepare` on rank 0; the other ranks wait for it, raise its InputError if it failed,
+    then read the tokenizer it wrote (so every rank has the same vocabulary)."""
+    if ranks.world == 1:
+        return _prepare(cfg, out, resume, force)
+    prepared, error = None, [None]
+    if ranks.rank == 0:
+        try:
+            prepared = _prepare(cfg, out, resume, force)
+        except InputError as failure:
+            error = [str(failure)]
+    dist.broadcast_object_list(error, src=0)
+    if error[0] is not None:
+        raise InputError(error[0])
+    return prepared or corpus_windows(cfg, out)
 
 
 def _prepare(cfg: LMConfig, out: Path, resume: bool, force: bool) -> tuple[TextTokenizer, np.ndarray]:
@@ -305,7 +428,7 @@ def _save_snapshot(out: Path, step: int, model: DecoderLM) -> None:
     path = snapshot_file(out, step)
     path.parent.mkdir(exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp))
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(tmp))
     tmp.replace(path)
 
 
@@ -315,8 +438,8 @@ def _save_checkpoint(out: Path, step: int, model: DecoderLM, optimizer: torch.op
     ckpt = out / "checkpoint"
     ckpt.mkdir(exist_ok=True)
     buffer = io.BytesIO()
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state()},
-               buffer)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state()}
+    torch.save(_on_cpu(state), buffer)
     atomic_write_bytes(ckpt / f"state_{step:08d}.pt", buffer.getvalue())
     _write_metrics(out, rows)
     atomic_write_text(ckpt / "state.json", json.dumps({"step": step, "file": f"state_{step:08d}.pt"}))
@@ -325,10 +448,21 @@ def _save_checkpoint(out: Path, step: int, model: DecoderLM, optimizer: torch.op
             old.unlink()
 
 
+def _on_cpu(state):
+    """``state`` (nested dicts and lists of tensors) with every tensor on the CPU (CPU ones as they are)."""
+    if isinstance(state, torch.Tensor):
+        return state.cpu()
+    if isinstance(state, dict):
+        return {key: _on_cpu(value) for key, value in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(_on_cpu(value) for value in state)
+    return state
+
+
 def _load_checkpoint(out: Path, model: DecoderLM, optimizer: torch.optim.Optimizer,
                      generator: torch.Generator) -> tuple[int, list[dict]]:
     info = json.loads((out / "checkpoint" / "state.json").read_text())
-    state = torch.load(out / "checkpoint" / info["file"], weights_only=True)
+    state = torch.load(out / "checkpoint" / info["file"], weights_only=True, map_location="cpu")  # copied onto the model's device
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])

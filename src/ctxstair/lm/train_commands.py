@@ -2,14 +2,18 @@
 recipe, SPEC §7).
 
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare --set train.steps=4000
+    torchrun --nproc_per_node=2 -m ctxstair lm train --out runs/lm     # data-parallel (issue 8 item 4)
+
+Under torchrun rank 0 trains, analyses and reports; the other ranks only train (they write nothing).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from ctxstair.config import parse_overrides
+from ctxstair.config import apply_overrides, parse_overrides
 
 
 def register(commands) -> None:
@@ -21,6 +25,7 @@ def register(commands) -> None:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="dotted LMConfig override, repeatable (e.g. --set corpus.source=shakespeare)")
     train.add_argument("--no-analysis", action="store_true", help="train only (analysis.enabled=false)")
+    train.add_argument("--device", help="auto, cpu, cuda or cuda:N (train.device; default auto: CUDA when present)")
     mode = train.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
@@ -29,10 +34,17 @@ def register(commands) -> None:
 
 def train_command(args: argparse.Namespace) -> None:
     """Run ``lm-staircase`` with the command's overrides and print where the report is."""
+    from ctxstair.lm.train import LMConfig, torchrun_world, train_lm
     from ctxstair.recipes import run_recipe
 
     overrides = parse_overrides(args.overrides)
     if args.no_analysis:
         overrides["analysis.enabled"] = False
+    if args.device is not None:
+        overrides["train.device"] = args.device
+    if torchrun_world() > 1 and int(os.environ["RANK"]) > 0:
+        # A data-parallel helper: it trains alongside rank 0; analysis and report are rank 0's alone.
+        train_lm(apply_overrides(LMConfig(), overrides), args.out, resume=args.resume, force=args.force)
+        return
     run_recipe("lm-staircase", args.out, overrides, resume=args.resume, force=args.force)
     print(f"report: {args.out / 'report.html'}")

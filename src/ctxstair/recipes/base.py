@@ -113,10 +113,25 @@ def resolve(recipe: Recipe, overrides: dict[str, Any], seeds: int | None = None)
     return configs
 
 
+#: What ``analysis=False`` sets: no alignment analysis and no snapshot files (issue 8 item 1).
+NO_ANALYSIS = {"analysis.enabled": False, "snapshots.save": False}
+
+
 def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = None, *, seeds: int | None = None,
-               resume: bool = False, force: bool = False, progress: bool | None = None) -> Path:
-    """Train, analyse and report recipe ``name`` into ``out``; return ``out``."""
+               resume: bool = False, force: bool = False, progress: bool | None = None,
+               analysis: bool = True) -> Path:
+    """Train, analyse and report recipe ``name`` into ``out``; return ``out``.
+
+    ``analysis=False`` (``ctxstair run --no-analysis``, issue 8 item 1) only trains: it applies
+    :data:`NO_ANALYSIS` over ``overrides`` and writes no summary, figures or report, so each run
+    directory holds config.yaml, members.csv, metrics.jsonl and signatures.npz. InputError for a
+    recipe that trains no engine run (a computation, or a language model with its own trainer)."""
     recipe, out = get(name), Path(out)
+    if not analysis:
+        if recipe.trainer is not None or recipe.compute is not None:
+            raise InputError(f"recipe {name!r} trains no ensemble runs: --no-analysis is not available"
+                             + (" (use `ctxstair lm train --no-analysis`)" if recipe.trainer is not None else ""))
+        overrides = {**(overrides or {}), **NO_ANALYSIS}
     if recipe.trainer is not None:
         if seeds is not None:
             raise InputError(f"recipe {name!r} trains one model: --seeds is not available")
@@ -146,7 +161,7 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
             recipe.extra_analysis(path)
         if not single and part == next(iter(configs)):
             rundir.write_json(out, "recipe.json", {"recipe": name, "parts": list(configs)})
-    return write_recipe_report(out)
+    return write_recipe_report(out) if analysis else out
 
 
 def _run_computation(recipe: Recipe, out: Path, overrides: dict[str, Any], seeds: int | None, resume: bool,

@@ -230,7 +230,8 @@ def flush_denormals():
 
 def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: bool = False,
               hook: EpochHook | None = None, progress: bool | None = None) -> Path:
-    """Train ``cfg`` into run directory ``out`` (config, members, metrics, snapshots); return its path.
+    """Train ``cfg`` into run directory ``out`` (config, members, metrics, snapshots unless
+    ``snapshots.save`` is false); return its path.
 
     ``resume`` continues an interrupted run (same config required); a completed run is left as is.
     ``progress``: show a progress bar (default: when stderr is a terminal). Denormal floats are
@@ -268,7 +269,8 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
         if epoch in schedule:
             rundir.write_metrics(out, rows)
             save_checkpoint(out, epoch, model, optimizer, batches)
-            rundir.save_snapshot(out, epoch, {k: v.detach().numpy() for k, v in model.state_dict().items()})
+            if cfg.snapshots.save:
+                rundir.save_snapshot(out, epoch, {k: v.detach().numpy() for k, v in model.state_dict().items()})
         with torch.set_grad_enabled(reuse_forward):
             losses, accs = member_losses(model, X, y)
         rows += [{"member": k, "epoch": epoch, "loss": float(l), "acc": float(a)}

@@ -1,0 +1,74 @@
+"""What the analysis costs next to training (issue 8 item 2): `staircase-add` at its defaults.
+
+    python benchmarks/analysis_overhead.py   # about 1-2 min on 2 cores; prints a Markdown table
+
+The recipe's config is read from the registry (N = 40, d = 128, ReLU, GD lr 2, 3,000 epochs, one
+member, the default snapshot schedule) and each step is timed in a temporary directory (the two
+trainings as the best of 2 runs, the analysis steps once):
+
+* training alone as ``ctxstair run --no-analysis`` does it (``snapshots.save=false``: checkpoints
+  at the schedule, no snapshot files) — the reference time;
+* training with snapshots (analysis off) — the difference is the cost of writing the snapshots;
+* the alignment analysis with the probe (:func:`ctxstair.alignment.snapshots.analyse_run`);
+* the recipe's order-shares analysis (its ``extra_analysis``, ``theory.csv``);
+* the report (:func:`ctxstair.recipes.write_recipe_report`: summary, figures, report.html).
+
+The overhead is snapshots + alignment + order shares + report as a fraction of the reference
+training time; the issue's target is at most 15 %.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from ctxstair.alignment.snapshots import analyse_run
+from ctxstair.recipes import get, write_recipe_report
+from ctxstair.train import train_run
+
+TARGET = 0.15
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    recipe = get("staircase-add")
+    cfg = recipe.runs()[""]  # train_run never analyses: the steps below are timed one by one
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = replace(cfg, snapshots=replace(cfg.snapshots, save=False))
+        # Best of 2 fresh runs each: the first training of a process also pays for warming up torch.
+        train = min(_timed(lambda: train_run(bare, Path(tmp) / f"bare{i}", progress=False)) for i in range(2))
+        with_snapshots = min(_timed(lambda: train_run(cfg, Path(tmp) / f"run{i}", progress=False)) for i in range(2))
+        run = Path(tmp) / "run1"
+        steps = [
+            ("snapshot files (training with snapshots − training alone)", with_snapshots - train),
+            ("alignment analysis with the probe (`analyse_run`)", _timed(lambda: analyse_run(run, cfg.analysis))),
+            ("order shares (`extra_analysis`, theory.csv)", _timed(lambda: recipe.extra_analysis(run))),
+            ("report (summary, figures, report.html)", _timed(lambda: write_recipe_report(run))),
+        ]
+    overhead = sum(seconds for _, seconds in steps)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; staircase-add: {cfg.train.epochs} epochs, "
+          f"{cfg.train.members} member(s), snapshots log_points={cfg.snapshots.log_points} "
+          f"every={cfg.snapshots.every}\n")
+    print("| step | seconds | fraction of training |\n|---|---|---|")
+    print(f"| training alone (`--no-analysis`) | {train:.2f} | 1.00 |")
+    for name, seconds in steps:
+        print(f"| {name} | {seconds:.2f} | {seconds / train:.3f} |")
+    print(f"| all analysis | {overhead:.2f} | {overhead / train:.3f} |")
+    print(f"\nanalysis overhead: {100 * overhead / train:.1f} % of training "
+          f"(target at most {100 * TARGET:.0f} %: {'met' if overhead / train <= TARGET else 'not met'})")
+
+
+if __name__ == "__main__":
+    main()

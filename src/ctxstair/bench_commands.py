@@ -1,0 +1,97 @@
+"""``ctxstair bench`` (issue 8 item 6): run the scripts of ``benchmarks/`` and print one table of
+their headline numbers.
+
+    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead (≈ 2.5 min)
+    ctxstair bench --only ensemble    # one of them
+
+Each script runs as a subprocess of the current Python and prints its own Markdown table; this
+command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
+and matmul fraction, the analysis overhead). ``benchmarks/`` is not part of the installed package,
+so the command needs a source checkout of the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from ctxstair.errors import InputError
+
+#: The repository's benchmark folder, found relative to ``src/ctxstair/``.
+BENCHMARK_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _table(output: str) -> list[list[str]]:
+    """The body rows of the Markdown table(s) in ``output``, as lists of cells (no header rows: those
+    just above a ``|---|`` separator)."""
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in output.splitlines() if line.startswith("|")]
+    separator = [set("".join(row)) <= set("-: ") for row in rows]
+    return [row for i, row in enumerate(rows) if not separator[i] and not (i + 1 < len(rows) and separator[i + 1])]
+
+
+def _medians(output: str) -> list[tuple[str, str]]:
+    """One row per workload: its median time."""
+    return [(row[0], f"{row[1]} s (median)") for row in _table(output)]
+
+
+def _ensemble(output: str) -> list[tuple[str, str]]:
+    engine = next(row for row in _table(output) if row[0].startswith("engine"))
+    speedup = re.search(r"speed-up over the per-model loop: (\S+)", output)
+    return [("engine speed-up over the per-model loop (target ≥ 5×)", speedup.group(1) if speedup else "?"),
+            ("engine fraction of the matmul rate (target ≥ 0.50)", engine[-1])]
+
+
+def _overhead(output: str) -> list[tuple[str, str]]:
+    found = re.search(r"analysis overhead: (.+)", output)
+    return [("snapshots + analysis + report / training (staircase-add)", found.group(1) if found else "?")]
+
+
+#: Benchmark name -> headline numbers read from its output; run in this order.
+HEADLINES: dict[str, Callable[[str], list[tuple[str, str]]]] = {
+    "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead}
+
+
+def headline_table(outputs: dict[str, str]) -> str:
+    """A Markdown table benchmark | measure | value from each benchmark's output."""
+    lines = ["| benchmark | measure | value |", "|---|---|---|"]
+    for name, output in outputs.items():
+        lines += [f"| {name} | {measure} | {value} |" for measure, value in HEADLINES[name](output)]
+    return "\n".join(lines)
+
+
+def run_benchmark(name: str) -> str:
+    """Run ``benchmarks/<name>.py`` with the current Python and return its standard output."""
+    script = BENCHMARK_DIR / f"{name}.py"
+    if not script.is_file():
+        raise InputError(f"no benchmark script {script}: `ctxstair bench` runs from a source checkout of the "
+                         "repository (benchmarks/ is not installed with the package)")
+    # The script imports ctxstair: make this copy of it importable whatever the install.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InputError(f"benchmark {name} failed with exit code {done.returncode}: {last}")
+    return done.stdout
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
+    """Run the benchmarks (or ``--only`` one), echo each one's output, then the headline table."""
+    outputs = {}
+    for name in [args.only] if args.only else HEADLINES:
+        outputs[name] = run_benchmark(name)
+        print(f"## {name}\n\n{outputs[name]}", flush=True)
+    print(headline_table(outputs))
+
+
+def register(commands) -> None:
+    """Add ``ctxstair bench``."""
+    bench = commands.add_parser("bench", help="run the benchmarks of benchmarks/ and print their headline ratios")
+    bench.add_argument("--only", choices=list(HEADLINES), default=None, help="run one benchmark")
+    bench.set_defaults(handler=cmd_bench)

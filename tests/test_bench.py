@@ -1,0 +1,64 @@
+"""``ctxstair bench`` (issue 8 item 6): the headline table, one real benchmark, and the error
+outside a source checkout."""
+
+import pytest
+
+from ctxstair import bench_commands
+from ctxstair.cli import main
+
+ENSEMBLE = """machine: x86_64, 2 cores, torch 2.13.0, 2 threads; K = 32, 50 timed epochs, n = 1600, V = 81, d = 128
+
+| | seconds | per epoch (ms) | GFLOP/s | fraction of matmul rate |
+|---|---|---|---|---|
+| float32 matmul 4096² | | | 197.7 | 1.00 |
+| per-model loop (K modules, K optimizers) | 1.96 | 39.1 | 135.7 | 0.69 |
+| engine (one K-member ensemble) | 2.55 | 51.0 | 104.1 | 0.53 |
+
+engine speed-up over the per-model loop: 0.8×
+"""
+OVERHEAD = """| step | seconds | fraction of training |
+|---|---|---|
+| training alone (`--no-analysis`) | 20.00 | 1.00 |
+| all analysis | 2.00 | 0.100 |
+
+analysis overhead: 10.0 % of training (target at most 15 %: met)
+"""
+SIGNATURES = """| workload | median (s) | min (s) |
+|---|---|---|
+| `add` N=40 | 0.002 | 0.002 |
+| random order 2 | 0.722 | 0.715 |
+"""
+
+
+def test_headline_table_reads_each_benchmarks_numbers():
+    table = bench_commands.headline_table({"signatures": SIGNATURES, "ensemble": ENSEMBLE,
+                                           "analysis_overhead": OVERHEAD}).splitlines()
+    assert table[:2] == ["| benchmark | measure | value |", "|---|---|---|"]
+    assert table[2:] == [
+        "| signatures | `add` N=40 | 0.002 s (median) |",
+        "| signatures | random order 2 | 0.722 s (median) |",
+        "| ensemble | engine speed-up over the per-model loop (target ≥ 5×) | 0.8× |",
+        "| ensemble | engine fraction of the matmul rate (target ≥ 0.50) | 0.53 |",
+        "| analysis_overhead | snapshots + analysis + report / training (staircase-add) | "
+        "10.0 % of training (target at most 15 %: met) |",
+    ]
+
+
+def test_bench_only_signatures_prints_the_table(capsys):
+    assert main(["bench", "--only", "signatures"]) == 0
+    out = capsys.readouterr().out
+    assert "| benchmark | measure | value |" in out
+    assert "| signatures | random n=100,000, L=8, V=64, order 2 (dense 64^4) |" in out
+
+
+def test_bench_outside_a_source_checkout_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_commands, "BENCHMARK_DIR", tmp_path / "benchmarks")
+    assert main(["bench", "--only", "ensemble"]) == 2
+    err = capsys.readouterr().err
+    assert "source checkout" in err and err.count("\n") == 1
+
+
+def test_bench_unknown_name_exits_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--only", "nosuch"])
+    assert exit_.value.code == 2
