@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ctxstair import rundir
+from ctxstair.alignment import compare, cosine_matrix, signature_cosine
 from ctxstair.config import load_yaml
 from ctxstair.lm import analysis
 from ctxstair.lm.train import LMConfig, build_model, corpus_windows, load_snapshot, snapshot_steps, split_windows
@@ -98,11 +99,14 @@ def _attention_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray, 
     for layer, block in enumerate(model.blocks):
         phi_attn = analysis.attention_path_signature(sample.numpy(), pattern[layer], V, tokens)
         Z = W_E @ block.W_V.numpy().T @ block.W_O.numpy().T
+        # The null permutes the tokens of one cosine matrix: both are computed once, not per permutation.
+        S_attn, S_z = signature_cosine(phi_attn), cosine_matrix(Z)
         permutations = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (NULL_PERMUTATIONS, 1)), axis=1)
-        null = max(abs(analysis.attention_path_correlation(phi_attn[perm], Z)) for perm in permutations)
+        permuted = np.stack([S_attn[np.ix_(perm, perm)] for perm in permutations])  # (P, T, T)
         rows += [{"step": step, "measure": "attention_path_corr", "part": str(layer),
                   "value": analysis.attention_path_correlation(phi_attn, Z)},
-                 {"step": step, "measure": "attention_path_null", "part": str(layer), "value": null}]
+                 {"step": step, "measure": "attention_path_null", "part": str(layer),
+                  "value": float(np.nanmax(np.abs(compare(permuted, S_z)["pearson"])))}]
     return rows
 
 
