@@ -1,7 +1,8 @@
 """Ensemble training at speed (issue 8 item 1): K CBOW models trained one by one with a plain
 PyTorch loop against the engine's batched ensemble, and both against the machine's matmul rate.
 
-    python benchmarks/ensemble.py            # K = 32, staircase-add settings; prints a Markdown table
+    python benchmarks/ensemble.py                       # K = 32: staircase-add settings, then small models
+    python benchmarks/ensemble.py --K 1024 --device cuda  # on a GPU (the loop is skipped above K = 64)
 
 Settings: `add`, N = 40 (1,600 samples, V = 81), d = 128, ReLU, γ = 1, full batch, Adam lr 1e-3,
 the same number of epochs for both. (a) the per-model loop: one ``nn.Module`` (an ``nn.Embedding``
@@ -15,10 +16,16 @@ pass is ``counts (n, V) @ W_E (V, d)`` and ``σ(h) (n, d) @ W_U^T (d, V)`` — 2
 backward pass three more of the same size (the gradients of W_U, of h and of W_E), so 10·n·V·d;
 softmax and elementwise work are not counted. The machine's rate is that of a float32 4096 × 4096
 matmul (2·4096³ FLOPs), best of 3.
+
+A second setting, small models (``add`` N = 10: n = 100, V = 21; d = 16), shows where batching
+pays: there each model's matmuls are too small for BLAS to be efficient and a loop of K models
+pays K times the per-operation overhead. On a GPU (``--device cuda``) times are taken after
+``torch.cuda.synchronize()``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import time
@@ -30,7 +37,9 @@ from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.models.init import gamma_normal_
 from ctxstair.train.engine import build_model, full_batch_step, make_optimizer, member_losses
 
-K, EPOCHS = 32, 50
+EPOCHS = 50
+#: (label, N, d) of the settings measured by default: the issue's staircase-add one, then small models.
+SETTINGS = (("staircase-add (N = 40, d = 128)", 40, 128), ("small models (N = 10, d = 16)", 10, 16))
 
 
 class PlainCBOW(torch.nn.Module):
@@ -48,11 +57,11 @@ class PlainCBOW(torch.nn.Module):
         return self.unembed(torch.relu(self.embed(X).sum(dim=1)))
 
 
-def per_model_loop(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int) -> float:
+def per_model_loop(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int, K: int) -> float:
     """Seconds for K models × EPOCHS epochs, one model after the other."""
     elapsed = 0.0
     for k in range(K):
-        model = PlainCBOW(vocab_size, d, seed=k)
+        model = PlainCBOW(vocab_size, d, seed=k).to(X.device)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         for epoch in range(EPOCHS + 1):
             if epoch == 1:  # the first epoch warms up allocations and is not timed
@@ -60,54 +69,79 @@ def per_model_loop(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int) ->
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(X), y).backward()
             optimizer.step()
+        _synchronize(X.device)
         elapsed += time.perf_counter() - start
     return elapsed
 
 
 def engine(X: torch.Tensor, y: torch.Tensor, cfg: RunConfig, dataset: tasks.Dataset) -> float:
     """Seconds for one K-member ensemble × EPOCHS epochs through the engine's update."""
-    model = build_model(cfg, dataset)
+    model = build_model(cfg, dataset).to(X.device)
     optimizer = make_optimizer(cfg, model.parameters())
     for epoch in range(EPOCHS + 1):
         if epoch == 1:
+            _synchronize(X.device)
             start = time.perf_counter()
         full_batch_step(optimizer, member_losses(model, X, y)[0])
+    _synchronize(X.device)
     return time.perf_counter() - start
 
 
-def matmul_rate(n: int = 4096) -> float:
+def matmul_rate(device: torch.device, n: int = 4096) -> float:
     """Best-of-3 FLOP/s of a float32 n × n matmul."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(3))
+    best = min(_timed(lambda: a @ b, device) for _ in range(3))
     return 2 * n**3 / best
 
 
-def _timed(fn) -> float:
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn, device: torch.device) -> float:
+    _synchronize(device)
     start = time.perf_counter()
     fn()
+    _synchronize(device)
     return time.perf_counter() - start
 
 
-def main() -> None:
-    dataset = tasks.make("add", N=40)
-    cfg = apply_overrides(RunConfig(), {"task.N": 40, "model.d": 128, "train.optimizer": "adam", "train.lr": 1e-3,
+def measure(label: str, N: int, d: int, K: int, device: torch.device, peak: float) -> None:
+    """Print one setting's table: the loop (for K ≤ 64) and the engine against the matmul rate."""
+    dataset = tasks.make("add", N=N)
+    cfg = apply_overrides(RunConfig(), {"task.N": N, "model.d": d, "train.optimizer": "adam", "train.lr": 1e-3,
                                         "train.members": K})
-    X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
-    n, V, d = X.shape[0], dataset.vocab_size, cfg.model.d
-    peak = matmul_rate()
-    loop = per_model_loop(X, y, V, d)
+    X, y = torch.from_numpy(dataset.X).to(device), torch.from_numpy(dataset.y).to(device)
+    n, V = X.shape[0], dataset.vocab_size
+    loop = per_model_loop(X, y, V, d, K) if K <= 64 else None
     batched = engine(X, y, cfg, dataset)
     flops = 10 * n * V * d * K * EPOCHS
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; K = {K}, {EPOCHS} timed epochs, n = {n}, V = {V}, d = {d}\n")
+    print(f"\n{label}: K = {K}, {EPOCHS} timed epochs, n = {n}, V = {V}, d = {d}\n")
     print("| | seconds | per epoch (ms) | GFLOP/s | fraction of matmul rate |")
     print("|---|---|---|---|---|")
     print(f"| float32 matmul 4096² | | | {peak / 1e9:.1f} | 1.00 |")
     for name, seconds in (("per-model loop (K modules, K optimizers)", loop), ("engine (one K-member ensemble)", batched)):
-        print(f"| {name} | {seconds:.2f} | {1e3 * seconds / EPOCHS:.1f} | {flops / seconds / 1e9:.1f} | "
-              f"{flops / seconds / peak:.2f} |")
-    print(f"\nengine speed-up over the per-model loop: {loop / batched:.1f}×")
+        if seconds is not None:
+            print(f"| {name} | {seconds:.2f} | {1e3 * seconds / EPOCHS:.1f} | {flops / seconds / 1e9:.1f} | "
+                  f"{flops / seconds / peak:.2f} |")
+    if loop is not None:
+        print(f"\nengine speed-up over the per-model loop ({label}): {loop / batched:.1f}×")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--K", type=int, default=32, help="ensemble members")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    peak = matmul_rate(device)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, device {device}"
+          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
+    for label, N, d in SETTINGS:
+        measure(label, N, d, args.K, device, peak)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ partial output behind.
     ctxstair recipes                                       # the experiments and what they must show
     ctxstair run staircase-add --out runs/staircase-add [--set train.lr=1] [--seeds 4] [--resume | --force]
     ctxstair run staircase-add --seeds 32 --no-analysis    # train only: no snapshot files, analysis or report
+    ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]  # sweep.csv, phase diagrams
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
     ctxstair analyze-model smollm2 --corpus shakespeare    # ρ_next and the prefix probe of a trained model
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from ctxstair import tasks
 from ctxstair.config import parse_overrides
+from ctxstair.devices import add_device_option, with_device
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 
@@ -33,7 +35,7 @@ from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 #: ``set_defaults(handler=function)``; a handler takes the parsed arguments and raises InputError
 #: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
 COMMAND_MODULES: tuple[str, ...] = ("ctxstair.lm.train_commands", "ctxstair.lm.model_commands",
-                                     "ctxstair.lm.data_commands", "ctxstair.bench_commands")
+                                     "ctxstair.lm.data_commands", "ctxstair.sweep.commands", "ctxstair.bench_commands")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, default=None, help="ensemble members with seeds seed..seed+K-1")
     run.add_argument("--no-analysis", action="store_true",
                      help="train only: no snapshot files, alignment analysis or report (issue 8 item 1)")
+    add_device_option(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
@@ -120,16 +123,17 @@ def cmd_run(args: argparse.Namespace) -> None:
     from ctxstair.recipes import run_recipe
 
     out = args.out or Path("runs") / args.recipe
-    run_recipe(args.recipe, out, parse_overrides(args.overrides), seeds=args.seeds, resume=args.resume, force=args.force,
+    run_recipe(args.recipe, out, with_device(parse_overrides(args.overrides), args.device), seeds=args.seeds, resume=args.resume, force=args.force,
                analysis=not args.no_analysis)
     print(f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    """Rebuild a recipe's summary, figures and report from its run directory."""
+    """Rebuild a recipe's (or a sweep's) summary, figures and report from its directory."""
     from ctxstair.recipes import write_recipe_report
+    from ctxstair.sweep import write_sweep_report
 
-    write_recipe_report(args.run_dir)
+    (write_sweep_report if (args.run_dir / "sweep.json").is_file() else write_recipe_report)(args.run_dir)
     print(f"report: {args.run_dir / 'report.html'}")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from ctxstair.devices import check_device_name
 from ctxstair.errors import InputError
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw", "flow")
@@ -90,6 +91,9 @@ class TrainConfig:
     adaptive ODE solver (torchdiffeq ``flow_method``, in float64, tolerances ``flow_rtol`` and
     ``flow_atol``); "epoch" e then means flow time t = e·lr, so that gradient descent with step
     lr approximates the flow at the same epoch. It needs the full batch and no momentum.
+
+    ``device``: ``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N`` (issue 8 item 5).
+    Bitwise reproducibility under a seed holds on the CPU; on a GPU runs agree to float rounding.
     """
 
     optimizer: str = "adam"
@@ -104,6 +108,7 @@ class TrainConfig:
     flow_rtol: float = 1e-6
     flow_atol: float = 1e-8
     flow_method: str = "dopri5"
+    device: str = "auto"
 
 
 @dataclass
@@ -150,6 +155,7 @@ class RunConfig:
             raise InputError(f"model.embedding={self.model.embedding} needs model.kind=cbow, got {self.model.kind!r}")
         _choice("train.dtype", self.train.dtype, DTYPES)
         _choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
+        check_device_name("train.device", self.train.device)
         for key, value, low in [
             ("model.d", self.model.d, 1), ("model.d_k", self.model.d_k, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
             ("train.batch_size", self.train.batch_size, 0), ("train.members", self.train.members, 1),

@@ -30,7 +30,6 @@ import io
 import json
 import math
 import os
-import re
 import shutil
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -43,6 +42,7 @@ import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 
 from ctxstair.config import dump_yaml, load_yaml
+from ctxstair.devices import check_device_name, resolve_device
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_bytes, atomic_write_text
 from ctxstair.lm.corpus import load_text
@@ -53,7 +53,6 @@ from ctxstair.train.engine import flush_denormals
 from ctxstair.train.schedule import snapshot_schedule
 
 TOKENIZERS = ("bpe", "gpt2")
-DEVICE_PATTERN = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 @dataclass
@@ -159,8 +158,7 @@ class LMConfig:
                            ("analysis.heldout_fraction", self.analysis.heldout_fraction)]:
             if not 0 <= value < 1:
                 raise InputError(f"{key} must be in [0, 1), got {value}")
-        if not DEVICE_PATTERN.fullmatch(self.train.device):
-            raise InputError(f"train.device must be auto, cpu, cuda or cuda:N; got {self.train.device!r}")
+        check_device_name("train.device", self.train.device)
         self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
         return self
 
@@ -235,23 +233,6 @@ class Ranks:
     device: torch.device
     rank: int = 0
     world: int = 1
-
-
-def resolve_device(name: str, local_rank: int | None = None) -> torch.device:
-    """The torch device of ``train.device`` ``name``; under torchrun (``local_rank`` given) CUDA
-    means ``cuda:LOCAL_RANK``. Raise InputError when CUDA is asked for and absent."""
-    if name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise InputError(f"train.device={name} but CUDA is not available (torch {torch.__version__}); use cpu or auto")
-    if local_rank is not None:
-        if ":" in name:
-            raise InputError(f"train.device={name}: under torchrun each process uses cuda:LOCAL_RANK; set train.device=cuda")
-        name = f"cuda:{local_rank}"
-    device = torch.device("cuda" if name == "auto" else name)
-    if device.index is not None and device.index >= torch.cuda.device_count():
-        raise InputError(f"train.device={name} but only {torch.cuda.device_count()} CUDA device(s) are visible")
-    return device
 
 
 def torchrun_world() -> int:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ctxstair.config import apply_overrides, parse_overrides
+from ctxstair.devices import add_device_option, with_device
 
 
 def register(commands) -> None:
@@ -25,7 +26,7 @@ def register(commands) -> None:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="dotted LMConfig override, repeatable (e.g. --set corpus.source=shakespeare)")
     train.add_argument("--no-analysis", action="store_true", help="train only (analysis.enabled=false)")
-    train.add_argument("--device", help="auto, cpu, cuda or cuda:N (train.device; default auto: CUDA when present)")
+    add_device_option(train)
     mode = train.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
@@ -37,11 +38,9 @@ def train_command(args: argparse.Namespace) -> None:
     from ctxstair.lm.train import LMConfig, torchrun_world, train_lm
     from ctxstair.recipes import run_recipe
 
-    overrides = parse_overrides(args.overrides)
+    overrides = with_device(parse_overrides(args.overrides), args.device)
     if args.no_analysis:
         overrides["analysis.enabled"] = False
-    if args.device is not None:
-        overrides["train.device"] = args.device
     if torchrun_world() > 1 and int(os.environ["RANK"]) > 0:
         # A data-parallel helper: it trains alongside rank 0; analysis and report are rank 0's alone.
         train_lm(apply_overrides(LMConfig(), overrides), args.out, resume=args.resume, force=args.force)

@@ -93,7 +93,7 @@ class CBOWEnsemble(torch.nn.Module):
         # Σ_i w^E_{x_i} = N(X) @ W_E with the count matrix N_α(X): a dense matmul, faster to
         # differentiate than a gather and deterministic on CPU.
         W_E = self.W_E
-        counts = torch.zeros(X.shape[0], W_E.shape[1], dtype=W_E.dtype)
+        counts = torch.zeros(X.shape[0], W_E.shape[1], dtype=W_E.dtype, device=W_E.device)
         counts.scatter_add_(1, X, torch.ones_like(X, dtype=W_E.dtype))
         h = counts @ W_E  # (K, n, d)
         return self.sigma(h) @ self.W_U.transpose(1, 2)

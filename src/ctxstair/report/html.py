@@ -139,10 +139,12 @@ def _figure(run_dir: Path, number: int, caption: str, path: str | os.PathLike) -
 
 
 def _config(run_dir: Path) -> str:
-    """The run's config.yaml; for a recipe directory, recipe.json and each part's config.yaml."""
-    path = run_dir / "config.yaml"
-    if path.is_file():
-        return f"<pre>{escape(path.read_text(encoding='utf-8').rstrip())}</pre>"
+    """The run's config.yaml; for a recipe directory, recipe.json and each part's config.yaml; for
+    a sweep, sweep.json."""
+    for name in ("config.yaml", "sweep.json"):
+        path = run_dir / name
+        if path.is_file():
+            return f"<pre>{escape(path.read_text(encoding='utf-8').rstrip())}</pre>"
     recipe = run_dir / "recipe.json"
     if not recipe.is_file():
         return "<p><em>config.yaml is missing from this run directory.</em></p>"

@@ -26,11 +26,11 @@ def save_checkpoint(run_dir: Path, epoch: int, model: torch.nn.Module, optimizer
 
     ``optimizer`` is None for a stateless update (the exact gradient flow)."""
     folder = Path(run_dir) / CHECKPOINT_DIR
-    tensors = {f"param.{name}": p.detach().clone() for name, p in model.named_parameters()}
+    tensors = {f"param.{name}": p.detach().cpu().clone() for name, p in model.named_parameters()}
     for pid, state in (optimizer.state_dict()["state"] if optimizer is not None else {}).items():
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
-                tensors[f"optim.{pid}.{key}"] = value.detach().clone()
+                tensors[f"optim.{pid}.{key}"] = value.detach().cpu().clone()
     tensors["rng"] = generator.get_state()
     name = f"state-{epoch:06d}.safetensors"
     atomic_write_bytes(folder / name, save_tensors(tensors))

@@ -7,7 +7,8 @@ and updates the parameters. The update of one epoch is a small function per opti
 ``train.optimizer=flow`` — an exact integration of the gradient flow over ``t ∈ [e·lr, (e+1)·lr]``
 (:func:`gradient_flow`). Bitwise deterministic on CPU under ``train.seed``; a run interrupted at
 any point and resumed finishes with exactly the numbers of an uninterrupted run. Training flushes
-denormal floats to zero (:func:`flush_denormals`).
+denormal floats to zero (:func:`flush_denormals`). ``train.device`` picks the device (``auto``:
+CUDA when present); files are always written from CPU copies.
 
     from ctxstair.config import RunConfig
     from ctxstair.train import train_run
@@ -31,6 +32,7 @@ from tqdm import tqdm
 
 from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, dump_yaml, load_yaml
+from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.models import AttentionEnsemble, CBOWEnsemble, MemberSpec
@@ -158,7 +160,7 @@ def gradient_flow(model: Ensemble, X: torch.Tensor, y: torch.Tensor, t0: float, 
             (grad,) = torch.autograd.grad(loss, theta)
         return -(grad + weight_decay * theta.detach()) if weight_decay else -grad
 
-    times = torch.tensor([t0, t1], dtype=torch.float64)
+    times = torch.tensor([t0, t1], dtype=torch.float64, device=theta0.device)
     theta1 = odeint(rhs, theta0, times, rtol=rtol, atol=atol, method=method)[-1]
     with torch.no_grad():
         for p, part, shape in zip(params.values(), theta1.split(sizes), shapes):
@@ -195,6 +197,7 @@ def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimiz
 def prepare(cfg: RunConfig, out: Path, resume: bool, force: bool) -> Dataset:
     """Validate everything and set up ``out``; nothing is written if the input is bad."""
     cfg.validate()
+    resolve_device(cfg.train.device)  # refuses CUDA where there is none, before anything is written
     dataset = tasks.make(cfg.task.name, **cfg.task.params)
     if resume:
         if not (out / "config.yaml").is_file():
@@ -246,10 +249,11 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
     dataset = prepare(cfg, out, resume, force)
     if resume and not has_checkpoint(out) and _completed(out, cfg.train.epochs):
         return out  # already complete
-    model = build_model(cfg, dataset)
+    device = resolve_device(cfg.train.device)
+    model = build_model(cfg, dataset).to(device)
     optimizer = make_optimizer(cfg, model.parameters())
-    batches = torch.Generator().manual_seed(cfg.train.seed)
-    X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
+    batches = torch.Generator().manual_seed(cfg.train.seed)  # on the CPU whatever the device: same data order
+    X, y = torch.from_numpy(dataset.X).to(device), torch.from_numpy(dataset.y).to(device)
     update = epoch_update(cfg, model, optimizer, X, y, batches)
     reuse_forward = reuses_forward(cfg, X.shape[0])  # otherwise the logged forward pass needs no graph
     schedule = set(snapshot_schedule(cfg.train.epochs, cfg.snapshots.log_points, cfg.snapshots.every))
@@ -270,7 +274,7 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
             rundir.write_metrics(out, rows)
             save_checkpoint(out, epoch, model, optimizer, batches)
             if cfg.snapshots.save:
-                rundir.save_snapshot(out, epoch, {k: v.detach().numpy() for k, v in model.state_dict().items()})
+                rundir.save_snapshot(out, epoch, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
         with torch.set_grad_enabled(reuse_forward):
             losses, accs = member_losses(model, X, y)
         rows += [{"member": k, "epoch": epoch, "loss": float(l), "acc": float(a)}

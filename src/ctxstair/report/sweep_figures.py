@@ -1,0 +1,139 @@
+"""Phase diagrams of a sweep (issue 8 item 3; ``ctxstair.sweep``): numbers of ``sweep.csv`` against
+the grid.
+
+With one grid key, each panel plots the number against the key's values: every member as a dot,
+the median of each cell as a line. With two or more keys, each panel is a heatmap over the first two
+keys (first key along x) whose colour and text are the median over the cell's members — and over
+the values of any further keys, which the caption says. A cell where the number is undefined for
+some members (say, no takeover within the run) shows how many members it is defined for; a cell
+where it is undefined for all shows "none".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+#: (file, title, [(column, label, log colour scale)]) of each figure; alignment figures need analysis.
+_EPOCH_FIGURE = ("phase_epochs.png", "When the staircase steps happen",
+                 [("order0_peak_epoch", "epoch of the order-0 peak", True),
+                  ("takeover_epoch", "epoch of the order-1 takeover", True)])
+_ALIGNMENT_FIGURE = ("phase_alignment.png", "How far the embeddings align",
+                     [("order0_peak", "order-0 Pearson at its peak", False),
+                      ("order1_probe_zero_mean_end", "zero-mean order-1 probe at the end (held-out)", False)])
+_TRAINING_FIGURE = ("phase_training.png", "Whether and when the task is learned",
+                    [("acc100_epoch", "first epoch at 100 % training accuracy", True),
+                     ("loss_end", "training loss at the end", True)])
+
+
+def phase_figures(rows: list[dict[str, Any]], grid: dict[str, list[Any]], analysed: bool
+                  ) -> dict[str, tuple[str, plt.Figure]]:
+    """File name -> (caption, figure) of every phase diagram of a sweep's ``rows`` (``sweep.csv``
+    rows, with the grid keys as columns)."""
+    keys = list(grid)
+    pooled = f" Medians also pool the values of {', '.join(keys[2:])}." if len(keys) > 2 else ""
+    figures = {}
+    for name, title, panels in ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE]:
+        fig = phase_figure(rows, grid, panels, title)
+        caption = (f"{title}: " + "; ".join(label for _, label, _ in panels)
+                   + (f", against {keys[0]}: each dot a member, the line the median of a cell." if len(keys) == 1 else
+                      f", median over each cell's members, {keys[0]} along x and {keys[1]} along y.{pooled}"))
+        figures[name] = (caption, fig)
+    return figures
+
+
+def phase_figure(rows: list[dict[str, Any]], grid: dict[str, list[Any]], panels: list[tuple[str, str, bool]],
+                 title: str) -> plt.Figure:
+    """One panel per ``(column, label, log)``: a line plot over the only grid key, or a heatmap over
+    the first two (module docstring)."""
+    keys = list(grid)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), layout="constrained", squeeze=False)
+    for ax, (column, label, log) in zip(axes[0], panels):
+        if len(keys) == 1:
+            _line_panel(ax, rows, keys[0], grid[keys[0]], column, label, log)
+        else:
+            _heatmap_panel(ax, rows, keys[:2], [grid[k] for k in keys[:2]], column, label, log)
+    fig.suptitle(f"{title} across the sweep", fontsize=12)
+    return fig
+
+
+def _values(rows: list[dict[str, Any]], column: str, selection: dict[str, Any]) -> tuple[np.ndarray, int]:
+    """The defined values of ``column`` in the rows matching ``selection``, and how many rows matched."""
+    chosen = [r for r in rows if all(r[k] == v for k, v in selection.items())]
+    values = np.array([r[column] for r in chosen if r[column] is not None and not np.isnan(r[column])], dtype=float)
+    return values, len(chosen)
+
+
+def _positions(values: list[Any]) -> tuple[np.ndarray, bool]:
+    """x positions of grid values: the numbers themselves when all are numeric (then also True), else 0, 1, 2, ..."""
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return (np.array(values, dtype=float) if numeric else np.arange(len(values), dtype=float)), numeric
+
+
+def _line_panel(ax: plt.Axes, rows, key: str, values: list[Any], column: str, label: str, log: bool) -> None:
+    xs, _ = _positions(values)
+    medians, ticks = [], []
+    for x, value in zip(xs, values):
+        found, total = _values(rows, column, {key: value})
+        ax.scatter(np.full(found.size, x), found, s=18, color="#1f77b4", alpha=0.6, edgecolors="none")
+        medians.append(np.median(found) if found.size else np.nan)
+        ticks.append(str(value) + (f"\n(defined {found.size}/{total})" if found.size < total else ""))
+    ax.plot(xs, medians, color="#1f77b4", lw=1.5, marker="o", ms=4, label="median over members")
+    ax.set_xticks(xs, ticks)
+    if log and all(m > 0 for m in medians if not np.isnan(m)) and np.any(~np.isnan(medians)):
+        ax.set_yscale("log")
+        _plain_numbers(ax.yaxis)
+    pad = 0.12 * (np.ptp(xs) or 1.0)  # every grid value keeps its tick, even one with no defined value
+    ax.set_xlim(xs.min() - pad, xs.max() + pad)
+    ax.set_xlabel(key)
+    ax.set_ylabel(label + (" (log scale)" if ax.get_yscale() == "log" else ""))
+    ax.set_title(label, fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+
+
+def _heatmap_panel(ax: plt.Axes, rows, keys: list[str], values: list[list[Any]], column: str, label: str,
+                   log: bool) -> None:
+    (kx, ky), (vx, vy) = keys, values
+    grid = np.full((len(vy), len(vx)), np.nan)
+    texts = {}
+    for i, y_value in enumerate(vy):
+        for j, x_value in enumerate(vx):
+            found, total = _values(rows, column, {kx: x_value, ky: y_value})
+            if found.size:
+                grid[i, j] = np.median(found)
+            texts[i, j] = ("none" if not found.size else _number(grid[i, j])
+                           + (f"\n{found.size}/{total}" if found.size < total else ""))
+    positive = grid[~np.isnan(grid)]
+    norm = LogNorm(positive.min(), positive.max()) if log and positive.size and positive.min() > 0 and \
+        positive.max() > positive.min() else None
+    image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap="viridis", norm=norm)
+    for (i, j), text in texts.items():
+        ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if np.isnan(grid[i, j]) else "black",
+                bbox=dict(boxstyle="round,pad=0.15", fc="white", alpha=0.6, lw=0))
+    ax.set_xticks(range(len(vx)), [str(v) for v in vx])
+    ax.set_yticks(range(len(vy)), [str(v) for v in vy])
+    ax.set_xlabel(kx)
+    ax.set_ylabel(ky)
+    ax.set_facecolor("#cccccc")
+    ax.set_title(label, fontsize=10)
+    bar = ax.figure.colorbar(image, ax=ax, label=label + (" (log colour scale)" if norm is not None else ""))
+    if norm is not None:
+        _plain_numbers(bar.ax.yaxis)
+
+
+def _plain_numbers(axis) -> None:
+    """Tick labels 40, 50, 60 on a log axis instead of powers of ten."""
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.3g}"

@@ -1,0 +1,121 @@
+"""One grid cell of a sweep: train it (worker side) and read its numbers back (issue 8 item 3).
+
+A cell is an ordinary recipe run (``ctxstair run RECIPE --set <grid values> --seeds K``): its seeds
+are the members of one batched ensemble, so a cell is one batched computation, and its directory is
+a recipe output directory that ``ctxstair report`` reads like any other.
+
+The numbers of each member (:func:`member_numbers`, one row of ``sweep.csv``), from its files alone:
+
+* ``order0_peak``, ``order0_peak_epoch`` — the largest order-0 Pearson over the snapshots and its
+  epoch (SPEC §3; the global maximum, not restricted to the loss plateau as in ``staircase-add``);
+* ``order0_end``, ``order1_probe_end``, ``order1_probe_zero_mean_end`` — the last snapshot's values;
+* ``takeover_epoch`` — the first snapshot epoch at or after the order-0 peak at which the zero-mean
+  order-1 probe (what order 1 adds beyond order 0) explains the embedding geometry better than the
+  order-0 signature does (held-out Pearson above the order-0 Pearson); empty if it never does;
+* ``loss_end``, ``acc_end``, ``acc100_epoch`` (first epoch at 100 % training accuracy, or empty).
+
+Without analysis (``--no-analysis``) the alignment columns are empty.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxstair import rundir
+from ctxstair.recipes import measures as ms
+
+#: Columns of one member's numbers, in ``sweep.csv`` order.
+NUMBER_COLUMNS = ("order0_peak", "order0_peak_epoch", "order0_end", "order1_probe_end",
+                  "order1_probe_zero_mean_end", "takeover_epoch", "loss_end", "acc_end", "acc100_epoch")
+
+
+@dataclass(frozen=True)
+class CellJob:
+    """What a worker needs to train one cell into ``out``: the recipe, every override (``--set`` and
+    the cell's grid values), the number of seeds, whether to analyse, and its torch thread count."""
+
+    recipe: str
+    overrides: dict[str, Any]
+    seeds: int | None
+    analysis: bool
+    out: str
+    threads: int = 1
+
+
+def run_cell(job: CellJob) -> str:
+    """Train (and analyse) one cell into ``job.out``, continuing it if a previous attempt left a
+    resumable run there; return ``job.out``. Runs in a worker process (pool or Ray task)."""
+    import torch
+
+    from ctxstair.recipes import run_recipe
+
+    out = Path(job.out)
+    resumable = (out / "config.yaml").is_file() or (out / "recipe.json").is_file()
+    if out.exists() and not resumable:  # interrupted before anything resumable was written
+        shutil.rmtree(out)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(job.threads)
+    try:
+        run_recipe(job.recipe, out, job.overrides, seeds=job.seeds, resume=resumable, progress=False,
+                   analysis=job.analysis)
+    finally:
+        torch.set_num_threads(threads)  # a sweep run in the caller's process leaves its setting alone
+    return job.out
+
+
+def run_directories(cell_dir: Path) -> dict[str, Path]:
+    """Part name -> run directory of a cell ('' for a single-run recipe)."""
+    if (cell_dir / "recipe.json").is_file():
+        return {part: cell_dir / part for part in rundir.read_json(cell_dir, "recipe.json")["parts"]}
+    return {"": cell_dir}
+
+
+def member_rows(cell_dir: Path) -> list[dict[str, Any]]:
+    """One row per (part, member) of a trained cell: ``part``, ``member``, the member's ``seed``,
+    ``d``, ``gamma_embedding``, ``gamma_unembedding`` (``members.csv``) and its numbers
+    (:data:`NUMBER_COLUMNS`)."""
+    rows = []
+    for part, run in run_directories(cell_dir).items():
+        members = rundir.read_table(run, "members.csv", ints=("member", "seed", "d"))
+        analysed = (run / "alignment.csv").is_file()
+        table = rundir.read_alignment(run) if analysed else None
+        for i, member in enumerate(members["member"]):
+            rows.append({"part": part, "member": int(member), "seed": int(members["seed"][i]),
+                         "d": int(members["d"][i]), "gamma_embedding": float(members["gamma_embedding"][i]),
+                         "gamma_unembedding": float(members["gamma_unembedding"][i]),
+                         **member_numbers(run, int(member), table)})
+    return rows
+
+
+def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | None) -> dict[str, Any]:
+    """The numbers of one member (module docstring); ``alignment`` is the run's ``read_alignment``
+    table, or None when the run was not analysed."""
+    epochs, loss = ms.metric_series(run, member, "loss")
+    _, acc = ms.metric_series(run, member, "acc")
+    numbers: dict[str, Any] = dict.fromkeys(NUMBER_COLUMNS)
+    numbers.update(loss_end=float(loss[-1]), acc_end=float(acc[-1]), acc100_epoch=ms.first_epoch(epochs, acc >= 1.0))
+    if alignment is None or not np.any(alignment["signature"] == "order0"):
+        return numbers
+    snap, r0 = rundir.alignment_series(alignment, "order0", member)
+    if np.all(np.isnan(r0)):
+        return numbers
+    peak = int(np.nanargmax(r0))
+    numbers.update(order0_peak=float(r0[peak]), order0_peak_epoch=int(snap[peak]), order0_end=float(r0[-1]))
+    if np.any(alignment["signature"] == "order1_probe_zero_mean"):
+        _, probe = rundir.alignment_series(alignment, "order1_probe", member)
+        _, probe0 = rundir.alignment_series(alignment, "order1_probe_zero_mean", member)
+        after = np.arange(len(snap)) >= peak
+        numbers.update(order1_probe_end=float(probe[-1]), order1_probe_zero_mean_end=float(probe0[-1]),
+                       takeover_epoch=ms.first_epoch(snap, after & (probe0 > r0)))
+    return numbers
+
+
+def default_threads(workers: int) -> int:
+    """Torch threads per worker so that ``workers`` workers share this machine's cores."""
+    return max(1, (os.cpu_count() or 1) // max(1, workers))

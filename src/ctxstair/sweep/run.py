@@ -1,0 +1,188 @@
+"""Run a sweep over a grid of overrides and merge it into ``sweep.csv``, figures and a report
+(issue 8 item 3; docs/sweeps.md).
+
+    ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --grid model.d=64,128 --seeds 4 --out runs/sweep
+
+Layout of the sweep directory::
+
+    sweep.json            recipe, grid, fixed overrides, seeds, analysis, cells (name, values)
+    cells/<name>/         one recipe output directory per cell (as `ctxstair run` writes it)
+    sweep.csv             one row per (cell, part, member): grid values, member, numbers
+    figures/phase_*.png   phase diagrams: numbers against the grid
+    report.html
+
+A cell appears under ``cells/`` only when complete (it is trained under ``cells/.<name>.partial``
+and renamed), so ``--resume`` runs exactly the cells that are missing, continuing a partial one
+where the local backend left it. ``write_sweep_report`` rebuilds the csv, figures and report from
+the files alone (``ctxstair report DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxstair import rundir
+from ctxstair.devices import resolve_device
+from ctxstair.errors import InputError
+from ctxstair.recipes import base as recipes
+from ctxstair.report.figures import save_figure
+from ctxstair.report.html import write_report
+from ctxstair.sweep.backends import import_ray, run_local, run_ray, unpack_cell
+from ctxstair.sweep.cells import CellJob, default_threads, member_rows
+from ctxstair.sweep.grid import Cell, grid_cells
+
+BACKENDS = ("local", "ray")
+
+
+def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], overrides: dict[str, Any] | None = None, *,
+              seeds: int | None = None, backend: str = "local", workers: int | None = None,
+              ray_address: str | None = None, analysis: bool = True, resume: bool = False,
+              force: bool = False) -> Path:
+    """Train every cell of ``grid`` (:func:`~ctxstair.sweep.grid.parse_grid`) for ``recipe`` with the
+    fixed ``overrides``, ``seeds`` batched members per cell, on ``backend``; merge and report.
+
+    ``workers``: cells trained at once (default: one per CPU core, at most one per cell); each
+    worker gets ``cores // workers`` torch threads. Every cell's configuration is checked before
+    anything is written. InputError for a bad recipe, key or value, an existing ``out`` without
+    ``resume``/``force``, a ``resume`` with a different sweep, or ``backend="ray"`` without Ray."""
+    overrides = dict(overrides or {})
+    recipe_obj = recipes.get(recipe)
+    if recipe_obj.trainer is not None or recipe_obj.compute is not None:
+        raise InputError(f"recipe {recipe!r} trains no ensemble runs, so it cannot be swept; "
+                         f"sweep one of: {', '.join(r.name for r in recipes.all_recipes() if not (r.trainer or r.compute))}")
+    if backend not in BACKENDS:
+        raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    both = sorted(set(grid) & set(overrides))
+    if both:
+        raise InputError(f"{', '.join(both)} given both as --grid and as --set")
+    cells = grid_cells(grid)
+    if len({c.name for c in cells}) != len(cells):
+        raise InputError("two grid cells get the same directory name; use values that differ in letters or digits")
+    for cell in cells:
+        for cfg in recipes.resolve(recipe_obj, _with_analysis({**overrides, **cell.overrides}, analysis), seeds).values():
+            cfg.validate()
+            resolve_device(cfg.train.device)
+    if backend == "ray":
+        import_ray()
+
+    out = Path(out)
+    spec = {"recipe": recipe, "grid": grid, "overrides": overrides, "seeds": seeds, "analysis": analysis,
+            "cells": [{"name": c.name, "overrides": c.overrides} for c in cells]}
+    _prepare(out, spec, resume, force)
+    todo = [c for c in cells if not (out / "cells" / c.name).is_dir()]
+    workers = min(workers or os.cpu_count() or 1, max(1, len(todo)))
+    jobs = [CellJob(recipe, {**overrides, **c.overrides}, seeds, analysis, str(_partial(out, c)),
+                    default_threads(workers)) for c in todo]
+    started = time.perf_counter()
+
+    def finished(i: int, archive: bytes | None = None) -> None:
+        partial, final = _partial(out, todo[i]), out / "cells" / todo[i].name
+        if archive is not None:
+            shutil.rmtree(partial, ignore_errors=True)
+            unpack_cell(archive, partial)
+        os.replace(partial, final)
+        print(f"cell {cells.index(todo[i]) + 1}/{len(cells)} {todo[i].name} done "
+              f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+
+    if backend == "local":
+        run_local(jobs, workers, finished)
+    else:
+        run_ray(jobs, workers, ray_address, finished)
+    return write_sweep_report(out)
+
+
+def _with_analysis(overrides: dict[str, Any], analysis: bool) -> dict[str, Any]:
+    return overrides if analysis else {**overrides, **recipes.NO_ANALYSIS}
+
+
+def _partial(out: Path, cell: Cell) -> Path:
+    return out / "cells" / f".{cell.name}.partial"
+
+
+def _prepare(out: Path, spec: dict[str, Any], resume: bool, force: bool) -> None:
+    """Create ``out`` with ``sweep.json``, or check that a resumed one is the same sweep."""
+    if resume:
+        if not (out / "sweep.json").is_file():
+            raise InputError(f"cannot resume {out}: no sweep.json there")
+        saved = rundir.read_json(out, "sweep.json")
+        if json.loads(json.dumps(spec)) != saved:
+            raise InputError(f"cannot resume {out}: its sweep.json differs from the requested sweep")
+        return
+    if out.exists():
+        if not force:
+            raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
+        shutil.rmtree(out)
+    rundir.write_json(out, "sweep.json", spec)
+
+
+def sweep_rows(out: Path) -> list[dict[str, Any]]:
+    """Rows of ``sweep.csv``: for every complete cell, its name and grid values, then the rows of
+    :func:`~ctxstair.sweep.cells.member_rows`. Cells still missing are left out."""
+    spec = rundir.read_json(out, "sweep.json")
+    rows = []
+    for cell in spec["cells"]:
+        if (out / "cells" / cell["name"]).is_dir():
+            rows += [{"cell": cell["name"], **cell["overrides"], **row} for row in member_rows(out / "cells" / cell["name"])]
+    return rows
+
+
+def write_sweep_report(out: str | Path) -> Path:
+    """(Re)build ``sweep.csv``, the phase diagrams and ``report.html`` of a sweep directory; return it."""
+    from ctxstair.report import sweep_figures
+
+    out = Path(out)
+    spec = rundir.read_json(out, "sweep.json")
+    rows = sweep_rows(out)
+    if not rows:
+        raise InputError(f"{out} has no complete cell yet; continue it with --resume")
+    rundir.write_table(out, "sweep.csv", list(rows[0]), rows)
+    figures = sweep_figures.phase_figures(rows, spec["grid"], analysed=spec["analysis"])
+    captions = []
+    for name, (caption, fig) in figures.items():
+        save_figure(fig, out / "figures" / name)
+        captions.append((caption, Path("figures") / name))
+    done = {row["cell"] for row in rows}
+    write_report(out, title=f"sweep of {spec['recipe']} over {' × '.join(spec['grid'])}",
+                 summary_paragraph=_paragraph(spec, rows, done), key_numbers=_cell_numbers(spec, rows),
+                 figures=captions)
+    return out
+
+
+def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str]) -> str:
+    sizes = " × ".join(f"{len(v)} values of {k}" for k, v in spec["grid"].items())
+    text = (f"{len(done)} of {len(spec['cells'])} cells of {spec['recipe']} ({sizes}), "
+            f"{len(rows)} trained members in all. Each row of the table gives the medians over a cell's members. ")
+    if spec["analysis"]:
+        text += ("The order-0 peak is the largest order-0 Pearson over the snapshots; the order-1 takeover is the "
+                 "first snapshot at or after it at which the zero-mean order-1 probe beats the order-0 signature. ")
+    return text + "Per-member numbers are in sweep.csv."
+
+
+def _cell_numbers(spec: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One report row per complete cell: medians of its members' numbers (unjudged)."""
+    shown = ([("order0_peak", "order-0 peak", 3), ("order0_peak_epoch", "at epoch", 0),
+              ("takeover_epoch", "order-1 takeover epoch", 0), ("order1_probe_zero_mean_end", "zero-mean probe at end", 3)]
+             if spec["analysis"] else []) + [("acc_end", "accuracy at end", 3), ("loss_end", "loss at end", 4)]
+    result = []
+    for cell in spec["cells"]:
+        members = [r for r in rows if r["cell"] == cell["name"]]
+        if not members:
+            continue
+        parts = []
+        for column, label, digits in shown:
+            values = [r[column] for r in members if r[column] is not None and not np.isnan(r[column])]
+            text = f"{np.median(values):.{digits}f}" if values else "none"
+            parts.append(f"{label} {text}" + (f" ({len(values)}/{len(members)} members)" if 0 < len(values) < len(members) else ""))
+        result.append({"name": ", ".join(f"{k} = {v}" for k, v in cell["overrides"].items()),
+                       "measured": "; ".join(parts), "expected": "", "met": None})
+    return result

@@ -1,0 +1,185 @@
+"""`ctxstair sweep` (issue 8 item 3): grid parsing, a local sweep equal to the runs it stands for,
+resume, the Ray backend on a local Ray instance, and bad input (exit 2, nothing written)."""
+
+import csv
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from ctxstair.cli import main
+from ctxstair.errors import InputError
+from ctxstair.recipes import run_recipe
+from ctxstair.sweep import grid_cells, parse_grid, run_sweep, sweep_rows
+from ctxstair.sweep.cells import member_rows
+
+#: A small staircase-add: 2 cells (γ) × 2 seeds, ≈ 2 s per cell on one core.
+SMALL = {"task.N": 8, "model.d": 16, "train.epochs": 150, "snapshots.log_points": 6, "snapshots.every": 50,
+         "analysis.probe_steps": 60}
+GRID = {"model.init.gamma": [0.5, 1.5]}
+
+
+def read_csv(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_parse_grid_reads_typed_values_and_lists():
+    grid = parse_grid(["model.init.gamma=0.5,1,2", "model.activation=relu,tanh", "model.coeffs=[1,1],[1, 0.5]"])
+    assert grid == {"model.init.gamma": [0.5, 1, 2], "model.activation": ["relu", "tanh"],
+                    "model.coeffs": [[1, 1], [1, 0.5]]}
+    cells = grid_cells(grid)
+    assert len(cells) == 3 * 2 * 2
+    assert cells[0].overrides == {"model.init.gamma": 0.5, "model.activation": "relu", "model.coeffs": [1, 1]}
+    assert cells[1].overrides["model.coeffs"] == [1, 0.5]  # the last key varies fastest
+    assert cells[0].name == "model.init.gamma=0.5__model.activation=relu__model.coeffs=_1_1_"
+    assert len({c.name for c in cells}) == len(cells)
+
+
+@pytest.mark.parametrize("items,message", [
+    ([], "at least one --grid"),
+    (["model.d"], "--grid expects key=v1,v2"),
+    (["model.d=8,,16"], "empty value"),
+    (["model.d=8", "model.d=16"], "gives 'model.d' twice"),
+    (["model.d=8,8"], "repeats a value"),
+])
+def test_parse_grid_refuses_bad_items(items, message):
+    with pytest.raises(InputError, match=message):
+        parse_grid(items)
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "sweep"
+    run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=2)
+    return out
+
+
+def test_local_sweep_writes_table_figures_and_report(local_sweep):
+    rows = read_csv(local_sweep / "sweep.csv")
+    assert [(r["model.init.gamma"], r["member"], r["seed"]) for r in rows] == [
+        ("0.5", "0", "0"), ("0.5", "1", "1"), ("1.5", "0", "0"), ("1.5", "1", "1")]
+    assert [float(r["gamma_embedding"]) for r in rows] == [0.5, 0.5, 1.5, 1.5]  # the grid reached the members
+    assert all(r["order0_peak"] and r["loss_end"] for r in rows)
+    for name in ["phase_epochs.png", "phase_alignment.png", "phase_training.png"]:
+        assert (local_sweep / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (local_sweep / "report.html").read_text()
+    assert "model.init.gamma = 0.5" in html and "model.init.gamma = 1.5" in html
+    assert sorted(p.name for p in (local_sweep / "cells").iterdir()) == ["model.init.gamma=0.5", "model.init.gamma=1.5"]
+
+
+def test_each_cell_equals_the_run_it_stands_for(local_sweep, tmp_path):
+    """A cell of a 2-worker pool (1 torch thread each on 2 cores) is the same computation as
+    `ctxstair run` with its overrides, bitwise, when both use the same number of threads."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (__import__("os").cpu_count() or 1) // 2))
+    try:
+        reference = run_recipe("staircase-add", tmp_path / "ref", {**SMALL, "model.init.gamma": 1.5}, seeds=2,
+                               progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert member_rows(local_sweep / "cells" / "model.init.gamma=1.5") == member_rows(reference)
+
+
+def test_member_numbers_follow_their_definitions(local_sweep):
+    """takeover_epoch is the first snapshot at or after the order-0 peak where the zero-mean probe
+    beats order 0 — recomputed here from alignment.csv by hand."""
+    cell = local_sweep / "cells" / "model.init.gamma=0.5"
+    table = read_csv(cell / "alignment.csv")
+    for row in sweep_rows(local_sweep):
+        if row["cell"] != "model.init.gamma=0.5":
+            continue
+        series = {}
+        for r in table:
+            if int(r["member"]) == row["member"] and r["signature"] in ("order0", "order1_probe_zero_mean"):
+                series.setdefault(int(r["epoch"]), {})[r["signature"]] = float(r["pearson"])
+        epochs = sorted(series)
+        peak = max(epochs, key=lambda e: series[e]["order0"])
+        assert row["order0_peak_epoch"] == peak and row["order0_peak"] == series[peak]["order0"]
+        crossings = [e for e in epochs if e >= peak and series[e]["order1_probe_zero_mean"] > series[e]["order0"]]
+        assert row["takeover_epoch"] == (crossings[0] if crossings else None)
+
+
+def test_resume_runs_only_missing_cells_and_checks_the_sweep(local_sweep, tmp_path):
+    import shutil
+
+    out = tmp_path / "sweep"
+    shutil.copytree(local_sweep, out)
+    kept = out / "cells" / "model.init.gamma=0.5"
+    stamp = (kept / "metrics.jsonl").stat().st_mtime_ns
+    shutil.rmtree(out / "cells" / "model.init.gamma=1.5")
+    with pytest.raises(InputError, match="already exists"):
+        run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=1)
+    with pytest.raises(InputError, match="differs from the requested sweep"):
+        run_sweep("staircase-add", out, GRID, SMALL, seeds=3, workers=1, resume=True)
+    run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=1, resume=True)
+    assert (kept / "metrics.jsonl").stat().st_mtime_ns == stamp  # the complete cell was not retrained
+    assert [p.name for p in (out / "cells").iterdir() if p.name.startswith(".")] == []
+    assert read_csv(out / "sweep.csv")[:2] == read_csv(local_sweep / "sweep.csv")[:2]
+    assert len(read_csv(out / "sweep.csv")) == 4
+
+
+def test_ray_backend_matches_the_local_one(local_sweep, tmp_path):
+    """One Ray task per cell on a local instance (`ray.init(num_cpus=2)`, as a cluster would run it):
+    the cells come back as archives and give the local sweep's table, number for number."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        out = run_sweep("staircase-add", tmp_path / "sweep", GRID, SMALL, seeds=2, backend="ray", workers=2)
+    finally:
+        ray.shutdown()
+    assert read_csv(out / "sweep.csv") == read_csv(local_sweep / "sweep.csv")
+    assert (out / "cells" / "model.init.gamma=0.5" / "report.html").is_file()
+
+
+def test_no_analysis_sweep_has_training_numbers_only(tmp_path):
+    out = run_sweep("staircase-add", tmp_path / "sweep", {"train.lr": [0.5, 2.0]}, {**SMALL, "model.init.gamma": 1.0},
+                    seeds=1, workers=1, analysis=False)
+    rows = read_csv(out / "sweep.csv")
+    assert [r["train.lr"] for r in rows] == ["0.5", "2.0"]
+    assert all(r["order0_peak"] == "" and r["takeover_epoch"] == "" and r["loss_end"] for r in rows)
+    # gradient descent at lr 2 gets further than at lr 0.5 in the same number of epochs
+    assert float(rows[1]["loss_end"]) < float(rows[0]["loss_end"])
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["phase_training.png"]
+    assert not list(out.glob("cells/*/snapshots"))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["sweep", "staircase-add", "--grid", "model.nosuch=1,2"], "model.nosuch"),
+    (["sweep", "staircase-add", "--grid", "model.d=8,16", "--set", "model.d=8"], "model.d given both as --grid and as --set"),
+    (["sweep", "staircase-add", "--grid", "model.d=8,-1"], "model.d must be >= 1"),
+    (["sweep", "lm-staircase", "--grid", "train.lr=0.1,1"], "cannot be swept"),
+    (["sweep", "staircase-add"], "at least one --grid"),
+    (["sweep", "staircase-add", "--grid", "model.d=8", "--workers", "0"], "--workers must be >= 1"),
+    (["sweep", "staircase-add", "--grid", "model.d=8", "--device", "cuda:7"], "train.device=cuda:7"),
+])
+def test_bad_sweeps_exit_2_and_write_nothing(tmp_path, capsys, argv, message):
+    if "cuda" in " ".join(argv) and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    assert main(argv + ["--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ray_backend_without_ray_names_the_install_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    assert main(["sweep", "staircase-add", "--grid", "model.d=8,16", "--backend", "ray",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert "pip install 'ctxstair[ray]'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_command_rebuilds_a_sweep(local_sweep, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "sweep"
+    shutil.copytree(local_sweep, out)
+    (out / "sweep.csv").unlink()
+    shutil.rmtree(out / "figures")
+    assert main(["report", str(out)]) == 0
+    assert read_csv(out / "sweep.csv") == read_csv(local_sweep / "sweep.csv")
+    assert (out / "figures" / "phase_epochs.png").is_file()
+    assert np.isfinite(float(read_csv(out / "sweep.csv")[0]["order0_peak"]))
