@@ -9,12 +9,16 @@ trainings as the best of 2 runs, the analysis steps once):
 * training alone as ``ctxstair run --no-analysis`` does it (``snapshots.save=false``: checkpoints
   at the schedule, no snapshot files) — the reference time;
 * training with snapshots (analysis off) — the difference is the cost of writing the snapshots;
-* the alignment analysis with the probe (:func:`ctxstair.alignment.snapshots.analyse_run`);
+* the alignment analysis with the probe (:func:`ctxstair.alignment.snapshots.analyse_run`), and
+  for comparison the same with ``analysis.probe_steps=0`` (the probe scored, not fitted);
 * the recipe's order-shares analysis (its ``extra_analysis``, ``theory.csv``);
 * the report (:func:`ctxstair.recipes.write_recipe_report`: summary, figures, report.html).
 
-The overhead is snapshots + alignment + order shares + report as a fraction of the reference
-training time; the issue's target is at most 15 %.
+The headline overhead is what issue 8 item 2 names — snapshots + alignment + probe — as a fraction
+of the reference training time (target at most 15 %); the total with the order shares and the
+report is printed next to it. The first Adam optimizer of a process imports ``torch._dynamo``
+(≈ 1.2 s here); staircase-add trains with plain gradient descent, so the probe's Adam pays for it
+inside the alignment step, as it does in a real ``ctxstair run``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ def main() -> None:
             ("order shares (`extra_analysis`, theory.csv)", _timed(lambda: recipe.extra_analysis(run))),
             ("report (summary, figures, report.html)", _timed(lambda: write_recipe_report(run))),
         ]
+        unfitted = _timed(lambda: analyse_run(run, replace(cfg.analysis, probe_steps=0)))
+    named = steps[0][1] + steps[1][1]  # what the issue names: snapshots + alignment + probe
     overhead = sum(seconds for _, seconds in steps)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; staircase-add: {cfg.train.epochs} epochs, "
@@ -65,9 +71,13 @@ def main() -> None:
     print(f"| training alone (`--no-analysis`) | {train:.2f} | 1.00 |")
     for name, seconds in steps:
         print(f"| {name} | {seconds:.2f} | {seconds / train:.3f} |")
-    print(f"| all analysis | {overhead:.2f} | {overhead / train:.3f} |")
-    print(f"\nanalysis overhead: {100 * overhead / train:.1f} % of training "
-          f"(target at most {100 * TARGET:.0f} %: {'met' if overhead / train <= TARGET else 'not met'})")
+    print(f"| snapshots + alignment with the probe | {named:.2f} | {named / train:.3f} |")
+    print(f"| all analysis (with order shares and report) | {overhead:.2f} | {overhead / train:.3f} |")
+    print(f"| *for comparison:* alignment with the probe scored but not fitted (`probe_steps=0`) | "
+          f"{unfitted:.2f} | {unfitted / train:.3f} |")
+    print(f"\nanalysis overhead: {100 * named / train:.1f} % of training "
+          f"(target at most {100 * TARGET:.0f} %: {'met' if named / train <= TARGET else 'not met'}); "
+          f"{100 * overhead / train:.1f} % with order shares and report")
 
 
 if __name__ == "__main__":

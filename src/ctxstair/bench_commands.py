@@ -41,17 +41,19 @@ def _medians(output: str) -> list[tuple[str, str]]:
 
 
 def _ensemble(output: str) -> list[tuple[str, str]]:
-    """Speed-up and matmul fraction of the engine for each setting of ``benchmarks/ensemble.py``;
-    issue 8's targets belong to the staircase-add setting."""
+    """Speed-up, its upper bound and the matmul fraction of the engine for each setting of
+    ``benchmarks/ensemble.py``; issue 8's targets belong to the staircase-add setting."""
     rows = []
-    sections = re.split(r"^(?=\S.*: K = \d+,)", output, flags=re.M)[1:]
-    for section in sections:
+    for section in re.split(r"^(?=\S.*: K = \d+,)", output, flags=re.M)[1:]:
         setting = section.split(": K = ")[0]
         targets = setting.startswith("staircase-add")
         engine = next((row for row in _table(section) if row[0].startswith("engine")), None)
-        speedup = re.search(r"speed-up over the per-model loop.*: (\S+)$", section, flags=re.M)
+        speedup = re.search(r"speed-up over the per-model loop \(.*\): (\S+?×)", section)
+        bound = re.search(r"by more than (\S+?×)", section)
         rows += [(f"engine speed-up over the per-model loop, {setting}" + (" (target ≥ 5×)" if targets else ""),
                   speedup.group(1) if speedup else "?"),
+                 (f"upper bound on any method's speed-up (useful FLOPs at the matmul rate), {setting}",
+                  bound.group(1) if bound else "?"),
                  (f"engine fraction of the matmul rate, {setting}" + (" (target ≥ 0.50)" if targets else ""),
                   engine[-1] if engine else "?")]
     return rows
@@ -59,7 +61,7 @@ def _ensemble(output: str) -> list[tuple[str, str]]:
 
 def _overhead(output: str) -> list[tuple[str, str]]:
     found = re.search(r"analysis overhead: (.+)", output)
-    return [("snapshots + analysis + report / training (staircase-add)", found.group(1) if found else "?")]
+    return [("snapshots + alignment with the probe / training (staircase-add)", found.group(1) if found else "?")]
 
 
 #: Benchmark name -> headline numbers read from its output; run in this order.
