@@ -20,9 +20,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/signatures.py
-	$(BIN)/python benchmarks/corpus_signatures.py
-	$(BIN)/python benchmarks/ensemble.py
+	$(BIN)/ctxstair bench
 
 clean:
 	rm -rf $(VENV) runs build src/*.egg-info

@@ -29,6 +29,7 @@ def test_parse_grid_reads_typed_values_and_lists():
     grid = parse_grid(["model.init.gamma=0.5,1,2", "model.activation=relu,tanh", "model.coeffs=[1,1],[1, 0.5]"])
     assert grid == {"model.init.gamma": [0.5, 1, 2], "model.activation": ["relu", "tanh"],
                     "model.coeffs": [[1, 1], [1, 0.5]]}
+    assert parse_grid(["train.lr=1e-3, 2E-2"]) == {"train.lr": [0.001, 0.02]}  # floats, as --set reads them
     cells = grid_cells(grid)
     assert len(cells) == 3 * 2 * 2
     assert cells[0].overrides == {"model.init.gamma": 0.5, "model.activation": "relu", "model.coeffs": [1, 1]}

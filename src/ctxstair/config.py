@@ -189,25 +189,37 @@ class RunConfig:
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """Parse ``["train.lr=0.01", "task.law=poisson", "model.coeffs=[1, 0.5]"]`` into a dict.
 
-    Values are read as YAML scalars or lists (ints, floats, booleans, null, strings, ``[a, b]``); a
-    malformed item or a repeated key raises InputError naming it.
+    Values are read by :func:`parse_value`; a malformed item or a repeated key raises InputError
+    naming it.
     """
     parsed: dict[str, Any] = {}
     for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"--set expects key=value, got {item!r}")
+        key, raw = split_assignment(item, "--set", "key=value")
         if key in parsed:
             raise InputError(f"--set gives {key!r} twice")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            value = raw
-        if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
-            value = float(value)
-        parsed[key] = raw if isinstance(value, dict) else value
+        parsed[key] = parse_value(raw)
     return parsed
+
+
+def split_assignment(item: str, option: str, form: str) -> tuple[str, str]:
+    """``"key=raw"`` -> ``(key, raw)``; InputError naming ``option`` and the expected ``form`` otherwise."""
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise InputError(f"{option} expects {form}, got {item!r}")
+    return key, raw
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value read as a YAML scalar or list (ints, floats — ``1e-3`` too, which YAML
+    1.1 reads as a string —, booleans, null, strings, ``[a, b]``); a mapping stays the raw text."""
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
+        value = float(value)
+    return raw if isinstance(value, dict) else value
 
 
 def apply_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:

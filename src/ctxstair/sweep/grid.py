@@ -4,7 +4,7 @@
     # {"model.init.gamma": [0.5, 1, 2], "model.d": [64, 128]}
     grid_cells(grid)   # 6 cells, the last key varying fastest
 
-Each value is read as a YAML scalar or list, like ``--set`` (:func:`ctxstair.config.parse_overrides`);
+Each value is read as a YAML scalar or list, like ``--set`` (:func:`ctxstair.config.parse_value`);
 commas inside brackets belong to a list value (``model.coeffs=[1,1],[1,0.5]`` is two values).
 """
 
@@ -15,8 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from ctxstair.config import parse_value, split_assignment
 from ctxstair.errors import InputError
 
 
@@ -36,10 +35,7 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
         raise InputError("a sweep needs at least one --grid key=v1,v2,...")
     grid: dict[str, list[Any]] = {}
     for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"--grid expects key=v1,v2,..., got {item!r}")
+        key, raw = split_assignment(item, "--grid", "key=v1,v2,...")
         if key in grid:
             raise InputError(f"--grid gives {key!r} twice")
         values = [_value(text, item) for text in _split_top_level(raw)]
@@ -71,10 +67,7 @@ def _split_top_level(raw: str) -> list[str]:
 def _value(text: str, item: str) -> Any:
     if not text.strip():
         raise InputError(f"--grid {item!r} has an empty value")
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text.strip()
+    return parse_value(text.strip())
 
 
 def _cell_name(overrides: dict[str, Any]) -> str:
