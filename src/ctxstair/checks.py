@@ -6,11 +6,14 @@ names the argument and the allowed range.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ctxstair.errors import InputError, TooLargeError
 
-#: Default budget for one dense result, in bytes (float64 entries x 8).
+#: Default budget for one dense result, in bytes (float64 entries x 8); the environment variable
+#: ``CTXSTAIR_MAX_GIB`` replaces it (e.g. ``CTXSTAIR_MAX_GIB=16`` on a large machine).
 DEFAULT_MAX_BYTES = 2 * 1024**3
 
 
@@ -81,14 +84,29 @@ def check_order(order: object, seq_len: int, minimum: int = 0) -> int:
     return int(order)
 
 
-def check_dense_size(shape: tuple[int, ...], max_bytes: int | None, what: str, how: str) -> None:
-    """Refuse a float64 dense result of ``shape`` larger than ``max_bytes`` (before allocating)."""
-    budget = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
-    n_bytes = 8 * int(np.prod(shape, dtype=object))
+def default_max_bytes() -> int:
+    """The memory budget of one dense result: ``CTXSTAIR_MAX_GIB`` GiB if set, else 2 GiB."""
+    raw = os.environ.get("CTXSTAIR_MAX_GIB")
+    if raw is None:
+        return DEFAULT_MAX_BYTES
+    try:
+        gib = float(raw)
+    except ValueError:
+        gib = float("nan")
+    if not gib > 0:
+        raise InputError(f"CTXSTAIR_MAX_GIB must be a positive number of GiB, got {raw!r}")
+    return int(gib * 2**30)
+
+
+def check_dense_size(shape: tuple[int, ...], max_bytes: int | None, what: str, how: str, itemsize: int = 8) -> None:
+    """Refuse a dense result of ``shape`` (``itemsize`` bytes per entry, float64 by default) larger
+    than ``max_bytes`` (default :func:`default_max_bytes`) before anything is allocated."""
+    budget = default_max_bytes() if max_bytes is None else max_bytes
+    n_bytes = itemsize * int(np.prod(shape, dtype=object))
     if n_bytes > budget:
         raise TooLargeError(
             f"{what} of shape {shape} needs {n_bytes / 2**30:.2f} GiB, above the budget of "
-            f"{budget / 2**30:.2f} GiB; {how}, or raise max_bytes"
+            f"{budget / 2**30:.2f} GiB; {how}, or raise the budget (max_bytes, or CTXSTAIR_MAX_GIB)"
         )
 
 
