@@ -46,3 +46,10 @@ def check_report(out: Path, numbers: list[str] | None = None, n_figures: int | N
     for number in [k["measured"] for k in summary(out)["key_numbers"]] if numbers is None else numbers:
         assert number in html or html_text.escape(number) in html, number
     return html
+
+
+def run_contents(run: Path) -> dict[str, bytes]:
+    """Every file of a run directory by relative path, except ``resources.json`` (peak memory and
+    seconds: the one machine-dependent file)."""
+    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
+            if p.is_file() and p.name != "resources.json"}

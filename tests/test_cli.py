@@ -1,6 +1,7 @@
 """The command line: outputs of `ctxstair signatures`, and one-line errors with exit code 2."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -125,12 +126,21 @@ def test_run_unknown_recipe_exits_2(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_run_resume_of_a_missing_directory_exits_2(tmp_path, capsys):
+def test_run_resume_of_a_missing_directory_starts_the_run(tmp_path, capsys):
+    """A job script may always pass --resume (issue 9 item 1): with nothing there it starts the run,
+    which ends exactly like a run started without --resume; a foreign directory is still refused."""
+    small = ["--set", "task.N=5", "--set", "model.d=8", "--set", "train.epochs=20", "--set", "snapshots.every=10",
+             "--set", "analysis.probe_steps=5"]
+    assert main(["run", "staircase-add", "--out", str(tmp_path / "resumed"), "--resume", *small]) == 0
+    assert main(["run", "staircase-add", "--out", str(tmp_path / "fresh"), *small]) == 0
+    for name in ("metrics.jsonl", "alignment.csv", "report.html"):
+        assert (tmp_path / "resumed" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes()
+    (tmp_path / "foreign").mkdir()
     for recipe in ("staircase-add", "label-law"):
-        assert main(["run", recipe, "--out", str(tmp_path / "missing"), "--resume"]) == 2
+        assert main(["run", recipe, "--out", str(tmp_path / "foreign"), "--resume"]) == 2
         err = capsys.readouterr().err
         assert "cannot resume" in err and err.count("\n") == 1
-    assert list(tmp_path.iterdir()) == []
+    assert list((tmp_path / "foreign").iterdir()) == []
 
 
 def test_report_on_a_non_run_directory_exits_2(tmp_path, capsys):
@@ -146,7 +156,8 @@ def test_report_on_a_non_run_directory_exits_2(tmp_path, capsys):
 def test_run_then_report_then_resume(tmp_path, capsys):
     out = tmp_path / "law"
     assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3"]) == 0
-    assert capsys.readouterr().out.strip() == f"report: {out / 'report.html'}"
+    assert re.fullmatch(re.escape(f"report: {out / 'report.html'}") + r" \(peak memory \d+ MiB\)",
+                        capsys.readouterr().out.strip())
     report = (out / "report.html").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["exp", "figures", "normal", "poisson", "recipe.json",
                                                       "report.html", "summary.json", "uniform"]
@@ -167,8 +178,9 @@ def test_run_no_analysis_trains_only_and_resumes(tmp_path, capsys):
     argv = ["run", "staircase-add", "--out", str(out), "--set", "train.epochs=30", "--set", "task.N=8", "--seeds", "3",
             "--no-analysis"]
     assert main(argv) == 0
-    assert capsys.readouterr().out.strip() == f"trained: {out}"
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "signatures.npz"]
+    assert re.fullmatch(re.escape(f"trained: {out}") + r" \(peak memory \d+ MiB\)", capsys.readouterr().out.strip())
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json",
+                                                     "signatures.npz"]
     config = (out / "config.yaml").read_text()
     assert "save: false" in config and "enabled: false" in config and "members: 3" in config
     metrics = (out / "metrics.jsonl").read_bytes()

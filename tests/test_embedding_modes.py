@@ -12,6 +12,7 @@ from ctxstair.errors import InputError
 from ctxstair.models import CBOWEnsemble, MemberSpec
 from ctxstair.signatures import label_signature
 from ctxstair.train import build_model, train_run
+from recipe_helpers import run_contents as contents
 
 BASE = {"task.name": "mod", "task.N": 7, "model.d": 16, "model.activation": "tanh", "train.optimizer": "adam",
         "train.lr": 0.01, "train.epochs": 30, "train.members": 2, "snapshots.every": 10, "analysis.enabled": False}
@@ -19,11 +20,6 @@ BASE = {"task.name": "mod", "task.N": 7, "model.d": 16, "model.activation": "tan
 
 def config(embedding: str, **overrides) -> RunConfig:
     return apply_overrides(RunConfig(), {**BASE, "model.embedding": embedding, **overrides})
-
-
-def contents(run) -> dict[str, bytes]:
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
-            if p.is_file() and p.name != "signatures.npz"}
 
 
 def expected_directions(seed: int, d: int, gamma: float, V: int, phi1: np.ndarray | None) -> np.ndarray:

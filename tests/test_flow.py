@@ -13,6 +13,7 @@ from ctxstair.errors import InputError
 from ctxstair.theory.flow import gd_flow_distance
 from ctxstair.train import build_model, member_losses, snapshot_schedule, train_run
 from ctxstair.train import engine
+from recipe_helpers import run_contents as contents
 
 EPOCHS = 30
 # tanh: a smooth vector field, so the adaptive solver takes few steps (ReLU's kinks cost many more,
@@ -24,11 +25,6 @@ SCHEDULE = snapshot_schedule(EPOCHS, 16, 10)
 
 def config(**overrides) -> RunConfig:
     return apply_overrides(RunConfig(), {**BASE, **{k.replace("__", "."): v for k, v in overrides.items()}})
-
-
-def contents(run):
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
-            if p.is_file() and p.name != "signatures.npz"}
 
 
 def metric_rows(run):

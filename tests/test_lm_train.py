@@ -10,6 +10,7 @@ from ctxstair import rundir
 from ctxstair.cli import main
 from ctxstair.config import apply_overrides
 from ctxstair.lm.train import LMConfig, LMTrainConfig, lr_factor, read_metrics, snapshot_steps, train_lm
+from recipe_helpers import run_contents as files
 
 TINY = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.head_dim": 8, "model.d_mlp": 32,
         "corpus.window": 16, "corpus.vocab_size": 300, "corpus.max_tokens": 20000, "train.steps": 30,
@@ -19,10 +20,6 @@ TINY = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.hea
 
 def tiny(**extra) -> LMConfig:
     return apply_overrides(LMConfig(), {**TINY, **extra})
-
-
-def files(run) -> dict[str, bytes]:
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
 
 
 def test_learning_rate_schedule_warms_up_then_decays_to_the_final_fraction():
@@ -53,8 +50,8 @@ def test_runs_are_deterministic_and_resume_bitwise(tmp_path):
 
 def test_run_directory_contents(tmp_path):
     run = train_lm(tiny(), tmp_path / "run")
-    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "snapshots",
-                                                     "tokenizer.json"]
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json",
+                                                     "snapshots", "tokenizer.json"]
     steps = snapshot_steps(run)
     assert steps[0] == 0 and steps[-1] == 30
     rows = read_metrics(run)

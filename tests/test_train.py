@@ -16,6 +16,7 @@ from ctxstair.config import RunConfig, apply_overrides, load_yaml
 from ctxstair.errors import InputError
 from ctxstair.train import build_model, member_losses, snapshot_schedule, train_run
 from ctxstair.train import engine
+from recipe_helpers import run_contents as contents
 
 EPOCHS = 60
 BASE = {"task.N": 8, "model.d": 32, "train.epochs": EPOCHS, "snapshots.every": 20, "analysis.enabled": False}
@@ -41,12 +42,6 @@ def stop_at(epoch):
         if e == epoch:
             raise KeyboardInterrupt
     return hook
-
-
-def contents(run: Path) -> dict[str, bytes]:
-    """Every file of a run directory by relative path (signatures.npz is a zip with a time stamp)."""
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
-            if p.is_file() and p.name != "signatures.npz"}
 
 
 def state(run: Path) -> dict[str, tuple[bytes, int]]:
@@ -107,7 +102,8 @@ def test_run_directory_contents(tmp_path):
     cfg = config(train__members=2, train__seed=4, model__init__gamma=0.75, model__init__unembedding=1.25)
     run = train_run(cfg, tmp_path / "run", progress=False)
     names = sorted(p.name for p in run.iterdir())
-    assert names == ["config.yaml", "members.csv", "metrics.jsonl", "signatures.npz", "snapshots"]
+    assert names == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json", "signatures.npz", "snapshots"]
+    assert set(json.loads((run / "resources.json").read_text())) == {"peak_rss_mib", "seconds"}
     assert not (run / "checkpoint").exists()
     assert not [p for p in run.rglob("*") if p.name.startswith(".")]  # no temporary files left
 
@@ -174,7 +170,8 @@ def test_runs_are_bitwise_deterministic_and_depend_on_the_seed(tmp_path):
     a = contents(train_run(cfg, tmp_path / "a", progress=False))
     b = contents(train_run(cfg, tmp_path / "b", progress=False))
     assert a == b
-    assert len([k for k in a if k.startswith("snapshots/")]) == len(SCHEDULE)
+    assert len([k for k in a if k.startswith("snapshots/") and k.endswith(".safetensors")]) == len(SCHEDULE)
+    assert "snapshots/manifest.json" in a
     other = apply_overrides(cfg, {"train.seed": 1})
     c = contents(train_run(other, tmp_path / "c", progress=False))
     assert c["metrics.jsonl"] != a["metrics.jsonl"]
@@ -287,10 +284,14 @@ def test_resume_with_a_different_config_is_refused(tmp_path):
         assert state(run) == before
 
 
-def test_resume_without_a_run_is_refused(tmp_path):
-    with pytest.raises(InputError, match="cannot resume"):
-        train_run(OPTIMIZERS["adam"], tmp_path / "nothing", resume=True, progress=False)
-    assert not (tmp_path / "nothing").exists()
+def test_resume_without_a_run_starts_it_and_a_foreign_directory_is_refused(tmp_path):
+    started = contents(train_run(OPTIMIZERS["adam"], tmp_path / "nothing", resume=True, progress=False))
+    assert started == contents(train_run(OPTIMIZERS["adam"], tmp_path / "fresh", progress=False))
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="cannot resume .*config.yaml missing"):
+        train_run(OPTIMIZERS["adam"], tmp_path / "foreign", resume=True, progress=False)
+    assert [p.name for p in (tmp_path / "foreign").iterdir()] == ["notes.txt"]
 
 
 def test_resume_of_a_completed_run_is_a_no_op(tmp_path):

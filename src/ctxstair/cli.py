@@ -24,10 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-from ctxstair import tasks
+from ctxstair import rundir, tasks
 from ctxstair.config import parse_overrides
 from ctxstair.devices import add_device_option, with_device
-from ctxstair.errors import InputError
+from ctxstair.errors import InputError, RunFailed
 from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 
 
@@ -125,7 +125,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     out = args.out or Path("runs") / args.recipe
     run_recipe(args.recipe, out, with_device(parse_overrides(args.overrides), args.device), seeds=args.seeds, resume=args.resume, force=args.force,
                analysis=not args.no_analysis)
-    print(f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
+    print((f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
+          + f" (peak memory {rundir.peak_rss_mib():.0f} MiB)")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -142,7 +143,7 @@ _COMMANDS = {"tasks": cmd_tasks, "signatures": cmd_signatures, "recipes": cmd_re
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 success, 2 bad input)."""
+    """Entry point; returns the exit code (0 success, 1 a run failed while running, 2 bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)
         return 2
+    except RunFailed as error:
+        print(f"ctxstair: run failed: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -22,7 +22,8 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from ctxstair.errors import InputError
-from ctxstair.io import atomic_write_bytes, atomic_write_text
+from ctxstair.integrity import check_progress, read_verified, write_verified
+from ctxstair.io import atomic_write_text
 from ctxstair.signatures.hierarchy import SignatureHierarchy
 
 ALIGNMENT_COLUMNS = ("member", "epoch", "signature", "pearson", "spearman", "one_minus_mse", "defined")
@@ -35,9 +36,10 @@ def snapshot_path(run_dir: str | os.PathLike, epoch: int) -> Path:
 
 
 def save_snapshot(run_dir: str | os.PathLike, epoch: int, tensors: dict[str, np.ndarray]) -> None:
-    """Write named arrays (member axis first) for ``epoch`` as safetensors, atomically."""
+    """Write named arrays (member axis first) for ``epoch`` as safetensors, atomically, and record
+    its SHA-256 in ``snapshots/manifest.json`` (:mod:`ctxstair.integrity`)."""
     data = save_safetensors({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata={"epoch": str(epoch)})
-    atomic_write_bytes(snapshot_path(run_dir, epoch), data)
+    write_verified(snapshot_path(run_dir, epoch), data)
 
 
 def snapshot_epochs(run_dir: str | os.PathLike) -> list[int]:
@@ -47,14 +49,34 @@ def snapshot_epochs(run_dir: str | os.PathLike) -> list[int]:
 
 
 def load_snapshot(run_dir: str | os.PathLike, epoch: int) -> dict[str, np.ndarray]:
-    """Arrays of the snapshot at ``epoch`` (e.g. ``W_E`` (K, V, d)); InputError if missing or unreadable."""
+    """Arrays of the snapshot at ``epoch`` (e.g. ``W_E`` (K, V, d)) after checking its SHA-256;
+    InputError naming the file if it is missing, corrupted, truncated or unreadable."""
     path = snapshot_path(run_dir, epoch)
+    if not path.is_file():
+        raise InputError(f"no snapshot for epoch {epoch} in {Path(run_dir)} (have: {snapshot_epochs(run_dir)})")
+    data = read_verified(path)
     try:
-        return load_safetensors(path.read_bytes())
-    except FileNotFoundError:
-        raise InputError(f"no snapshot for epoch {epoch} in {Path(run_dir)} (have: {snapshot_epochs(run_dir)})") from None
+        return load_safetensors(data)
     except Exception as error:  # safetensors raises its own error types for corrupt files
         raise InputError(f"snapshot file {path} is unreadable: {error}") from None
+
+
+def check_snapshot_progress(run_dir: str | os.PathLike) -> None:
+    """InputError if two neighbouring snapshots are byte-identical although the logged full-batch
+    loss changed between their epochs, i.e. training moved but the writer did not (issue 9 item 2)."""
+    epochs = snapshot_epochs(run_dir)
+    if len(epochs) < 2 or not (Path(run_dir) / "metrics.jsonl").is_file():
+        return
+    metrics = read_metrics(run_dir)
+    losses = {}
+    for epoch, loss in zip(metrics["epoch"], metrics["loss"]):
+        losses.setdefault(int(epoch), []).append(float(loss))
+    names = {snapshot_path(run_dir, e).name: e for e in epochs}
+
+    def moved(a: str, b: str) -> bool:
+        return not np.array_equal(losses.get(names[a], []), losses.get(names[b], []), equal_nan=True)
+
+    check_progress(Path(run_dir) / SNAPSHOT_DIR, list(names), moved)
 
 
 def write_metrics(run_dir: str | os.PathLike, rows: list[dict]) -> None:
@@ -143,6 +165,22 @@ def read_signatures(run_dir: str | os.PathLike) -> SignatureHierarchy:
         orders.append(arrays[f"order{len(orders)}"])
     return SignatureHierarchy(tokens=arrays["tokens"], labels=arrays["labels"], context=arrays["context"],
                               occurrence=arrays["occurrence"], orders=tuple(orders))
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far, in MiB (``getrusage``; KiB on Linux, bytes on macOS)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def write_resources(run_dir: str | os.PathLike, seconds: float) -> None:
+    """Write ``resources.json``: the process's peak resident memory (MiB) and the seconds this
+    training session took (after a resume, the resumed part only). Machine-dependent, so it is the
+    one file of a run directory that differs between identical runs (issue 9 item 6)."""
+    write_json(run_dir, "resources.json", {"peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(seconds, 3)})
 
 
 def write_json(run_dir: str | os.PathLike, name: str, payload: dict) -> None:

@@ -24,7 +24,9 @@ from ctxstair.config import AnalysisConfig
 
 
 def embedding_stack(run_dir: str | Path, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Embedding rows of ``tokens`` at every snapshot: (epochs (S,), W (K, S, T, d))."""
+    """Embedding rows of ``tokens`` at every snapshot: (epochs (S,), W (K, S, T, d)); every file is
+    checked against its SHA-256 and for a stuck writer (:func:`ctxstair.rundir.check_snapshot_progress`)."""
+    rundir.check_snapshot_progress(run_dir)
     epochs = np.array(rundir.snapshot_epochs(run_dir))
     W = np.stack([rundir.load_snapshot(run_dir, int(e))["W_E"][:, tokens] for e in epochs], axis=1)
     return epochs, W.astype(np.float64)

@@ -30,7 +30,8 @@ from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, signature_cosine
 from ctxstair.config import load_yaml
 from ctxstair.lm import analysis
-from ctxstair.lm.train import LMConfig, build_model, corpus_windows, load_snapshot, snapshot_steps, split_windows
+from ctxstair.lm.train import (LMConfig, build_model, check_snapshot_progress, corpus_windows, load_snapshot,
+                               snapshot_steps, split_windows)
 from ctxstair.signatures import next_token_signature, prefix_signature
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
@@ -57,6 +58,7 @@ def analyse_lm_run(out: str | Path) -> None:
     labels = analysis.prefix_labels(train, tokens, V, total=2 * tokens.size)
     phi_next = next_token_signature(train, V, tokens=tokens)  # (T, V)
     phi_prefix = prefix_signature(train, tokens, labels, tokens)  # (T, Y, T)
+    check_snapshot_progress(out)
     steps = snapshot_steps(out)
     snapshots = [load_snapshot(out, s) for s in steps]
     W = np.stack([snap["W_E"].double().numpy()[tokens] for snap in snapshots])  # (S, T, d)

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,12 +40,15 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save as save_safetensors
 
 from ctxstair.config import dump_yaml, load_yaml
 from ctxstair.devices import check_device_name, resolve_device
-from ctxstair.errors import InputError
-from ctxstair.io import atomic_write_bytes, atomic_write_text
+from ctxstair.errors import InputError, TrainingDiverged
+from ctxstair.rundir import write_resources
+from ctxstair.integrity import check_digest, check_progress, digest, read_verified, write_verified
+from ctxstair.io import atomic_write_bytes, atomic_write_text, fresh_output_dir, remove_stale_temporaries
 from ctxstair.lm.corpus import load_text
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.models.decoder import DecoderConfig, DecoderLM, next_token_loss
@@ -283,7 +287,7 @@ def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: boo
 
 def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
            hook: Callable[[int], None] | None) -> Path:
-    lead = ranks.rank == 0
+    lead, started = ranks.rank == 0, time.perf_counter()
     tokenizer, windows = _prepare_ranks(cfg, out, ranks, resume, force)
     if resume and not (out / "checkpoint" / "state.json").is_file() and any(
             r["step"] == cfg.train.steps and "val_loss" in r for r in read_metrics(out)):
@@ -302,7 +306,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
     start, rows, resumed = 0, [], resume and (out / "checkpoint" / "state.json").is_file()
     if resumed:
         start, rows = _load_checkpoint(out, model, optimizer, batches)
-    elif not resume and lead:
+    elif lead:  # a new run, or one killed before its first checkpoint
         atomic_write_text(out / "members.csv", "tensor,init_std,target_std\n" + "".join(
             f"{name},{std:.6g},{model.target_stds()[name]:.6g}\n" for name, std in model.init_stds().items()))
     if ranks.world > 1:
@@ -328,13 +332,36 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
             loss.backward()  # DDP averages the gradients over the ranks here
             optimizer.step()
             rows.append({"step": step, "loss": _global_mean(loss.detach(), ranks), "lr": optimizer.param_groups[0]["lr"]})
+            if not math.isfinite(rows[-1]["loss"]):  # every rank sees the same global mean and stops
+                _stop_diverged(cfg, out, model, step, rows, lead)
     if lead:
         _write_metrics(out, rows)
         (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
         shutil.rmtree(out / "checkpoint", ignore_errors=True)
+        write_resources(out, time.perf_counter() - started)
     if ranks.world > 1:
         dist.barrier()  # the run directory is complete when any rank returns
     return out
+
+
+def _stop_diverged(cfg: LMConfig, out: Path, model: DecoderLM, step: int, rows: list[dict], lead: bool) -> None:
+    """Keep what was written, add ``failure.json`` (rank 0) and raise TrainingDiverged naming the
+    step, the non-finite tensors and the likely cause (issue 9 item 4)."""
+    tensors = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    losses = [r["loss"] for r in rows if "loss" in r]
+    where = f"non-finite values in {', '.join(tensors)}" if tensors else "every parameter is still finite"
+    cause = (f"the loss went from {losses[0]:.4g} (step 0) to {losses[-2]:.4g} (step {step - 1}); the likely cause is "
+             f"a learning rate train.lr={cfg.train.lr:g} too large for this initialization (or a float32 overflow): "
+             "try a smaller train.lr" if len(losses) > 1 else
+             f"the loss of the very first step is not finite: check the initialization (model.init) and train.lr={cfg.train.lr:g}")
+    message = f"training diverged at step {step}: the loss is not finite; {where}; {cause}. Written so far is kept in {out}"
+    if lead:
+        _write_metrics(out, rows)
+        atomic_write_text(out / "failure.json", json.dumps({"reason": "diverged", "step": step, "tensors": tensors,
+                                                            "message": message}, indent=2) + "\n")
+        (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # nothing to resume: it would diverge again
+        shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    raise TrainingDiverged(message, out)
 
 
 def _global_mean(value: torch.Tensor, ranks: Ranks) -> float:
@@ -365,21 +392,23 @@ def _prepare_ranks(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool,
 
 
 def _prepare(cfg: LMConfig, out: Path, resume: bool, force: bool) -> tuple[TextTokenizer, np.ndarray]:
-    """Check the run directory against ``resume``/``force``, then tokenise; write config and tokenizer."""
-    if resume:
+    """Check the run directory against ``resume``/``force``, then tokenise; write config and tokenizer.
+
+    A new run directory appears whole (tokenizer and config, assembled under a temporary name);
+    ``resume`` of a directory that does not exist starts the run (issue 9 item 1)."""
+    if resume and out.exists():
         if not (out / "config.yaml").is_file():
             raise InputError(f"cannot resume {out}: no run there (config.yaml missing)")
         if load_yaml((out / "config.yaml").read_text(), LMConfig) != cfg:
             raise InputError(f"cannot resume {out}: its config.yaml differs from the requested configuration")
+        remove_stale_temporaries(out)
         return corpus_windows(cfg, out)
     if out.exists() and not force:
         raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
     tokenizer, windows = corpus_windows(cfg)  # bad input fails here, before anything is written
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    tokenizer.save(out / "tokenizer.json")
-    atomic_write_text(out / "config.yaml", dump_yaml(cfg))
+    with fresh_output_dir(out, force=force) as staging:
+        tokenizer.save(staging / "tokenizer.json")
+        atomic_write_text(staging / "config.yaml", dump_yaml(cfg))
     return tokenizer, windows
 
 
@@ -401,16 +430,29 @@ def snapshot_steps(out: str | Path) -> list[int]:
 
 
 def load_snapshot(out: str | Path, step: int) -> dict[str, torch.Tensor]:
-    """The model state of a snapshot (a DecoderLM state_dict)."""
-    return load_file(snapshot_file(Path(out), step))
+    """The model state of a snapshot (a DecoderLM state_dict), after checking its SHA-256 against
+    ``snapshots/manifest.json``; InputError naming the file if it is corrupted or truncated."""
+    path = snapshot_file(Path(out), step)
+    data = read_verified(path)
+    try:
+        return load_safetensors(data)
+    except Exception as error:  # safetensors raises its own error types for corrupt files
+        raise InputError(f"snapshot file {path} is unreadable: {error}") from None
+
+
+def check_snapshot_progress(out: str | Path) -> None:
+    """InputError if two neighbouring snapshots are byte-identical although some step between them
+    had a learning rate above zero (AdamW then moves every weight): a stuck writer."""
+    steps, rows = snapshot_steps(out), read_metrics(out)
+    lrs = {r["step"]: r["lr"] for r in rows if "lr" in r}
+    names = {snapshot_file(Path(out), s).name: s for s in steps}
+    check_progress(Path(out) / "snapshots", list(names),
+                   lambda a, b: any(lrs.get(s, 0.0) > 0 for s in range(names[a], names[b])))
 
 
 def _save_snapshot(out: Path, step: int, model: DecoderLM) -> None:
-    path = snapshot_file(out, step)
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, str(tmp))
-    tmp.replace(path)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    write_verified(snapshot_file(out, step), save_safetensors(state))
 
 
 def _save_checkpoint(out: Path, step: int, model: DecoderLM, optimizer: torch.optim.Optimizer,
@@ -423,7 +465,8 @@ def _save_checkpoint(out: Path, step: int, model: DecoderLM, optimizer: torch.op
     torch.save(_on_cpu(state), buffer)
     atomic_write_bytes(ckpt / f"state_{step:08d}.pt", buffer.getvalue())
     _write_metrics(out, rows)
-    atomic_write_text(ckpt / "state.json", json.dumps({"step": step, "file": f"state_{step:08d}.pt"}))
+    atomic_write_text(ckpt / "state.json", json.dumps({"step": step, "file": f"state_{step:08d}.pt",
+                                                       "sha256": digest(buffer.getvalue())}))
     for old in ckpt.glob("state_*.pt"):
         if old.name != f"state_{step:08d}.pt":
             old.unlink()
@@ -443,7 +486,11 @@ def _on_cpu(state):
 def _load_checkpoint(out: Path, model: DecoderLM, optimizer: torch.optim.Optimizer,
                      generator: torch.Generator) -> tuple[int, list[dict]]:
     info = json.loads((out / "checkpoint" / "state.json").read_text())
-    state = torch.load(out / "checkpoint" / info["file"], weights_only=True, map_location="cpu")  # copied onto the model's device
+    path = out / "checkpoint" / info["file"]
+    data = path.read_bytes()
+    if "sha256" in info:  # checkpoints written before hashes were recorded have none
+        check_digest(path, data, info["sha256"])
+    state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")  # copied onto the model's device
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])

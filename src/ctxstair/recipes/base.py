@@ -10,7 +10,7 @@ its resolved ``params``). Either way ``--out`` ends up with ``summary.json``, ``
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +21,8 @@ import yaml
 from ctxstair import rundir, tasks
 from ctxstair.alignment.snapshots import analyse_run
 from ctxstair.config import RunConfig, apply_overrides
-from ctxstair.errors import InputError
+from ctxstair.errors import InputError, TrainingDiverged
+from ctxstair.devices import resolve_device
 from ctxstair.io import fresh_output_dir
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
@@ -135,33 +136,46 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
     if recipe.trainer is not None:
         if seeds is not None:
             raise InputError(f"recipe {name!r} trains one model: --seeds is not available")
-        recipe.trainer(out, overrides or {}, resume, force)
+        with _failure_reported(out, name):
+            recipe.trainer(out, overrides or {}, resume, force)
         return write_recipe_report(out)
     if recipe.compute is not None:
         return _run_computation(recipe, out, overrides or {}, seeds, resume, force)
     configs = resolve(recipe, overrides or {}, seeds)
+    for cfg in configs.values():  # every part is checked before the first one writes anything
+        cfg.validate()
+        resolve_device(cfg.train.device)
     single = list(configs) == [""]
-    if resume and not out.exists():
-        raise InputError(f"cannot resume {out}: it does not exist")
     if not single:
         if out.exists() and not (resume or force):
             raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
-        if resume and not (out / "recipe.json").is_file():
+        if resume and out.exists() and not (out / "recipe.json").is_file():
             raise InputError(f"cannot resume {out}: no recipe.json there")
-        if force and out.exists():
-            shutil.rmtree(out)
+        if not (resume and out.exists()):  # a new recipe directory appears with its recipe.json
+            with fresh_output_dir(out, force=force) as staging:
+                rundir.write_json(staging, "recipe.json", {"recipe": name, "parts": list(configs)})
     paths = {part: out / part if part else out for part in configs}
     for part, cfg in configs.items():
         path = paths[part]
-        exists = path.exists() if part else (out / "config.yaml").exists()
-        train_run(cfg, path, resume=resume and exists, force=force and single, progress=progress)
+        with _failure_reported(path, name):
+            train_run(cfg, path, resume=resume, force=force and single, progress=progress)
         if cfg.analysis.enabled and not (resume and (path / "alignment.csv").is_file()):
             analyse_run(path, cfg.analysis)
         if cfg.analysis.enabled and recipe.extra_analysis and not (resume and (path / recipe.extra_file).is_file()):
             recipe.extra_analysis(path)
-        if not single and part == next(iter(configs)):
-            rundir.write_json(out, "recipe.json", {"recipe": name, "parts": list(configs)})
     return write_recipe_report(out) if analysis else out
+
+
+@contextlib.contextmanager
+def _failure_reported(run_dir: Path, name: str):
+    """Let a TrainingDiverged through after writing the failed run's report (issue 9 item 4)."""
+    try:
+        yield
+    except TrainingDiverged:
+        from ctxstair.report.failure import write_failure_report
+
+        write_failure_report(run_dir, name)
+        raise
 
 
 def _run_computation(recipe: Recipe, out: Path, overrides: dict[str, Any], seeds: int | None, resume: bool,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import os
+import sys
 import tarfile
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -36,7 +37,8 @@ def run_local(jobs: list[CellJob], workers: int, done: Callable[[int], None]) ->
             run_cell(job)
             done(i)
         return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent) as pool:
         futures = {pool.submit(run_cell, job): i for i, job in enumerate(jobs)}
         try:
             for future in as_completed(futures):
@@ -45,6 +47,19 @@ def run_local(jobs: list[CellJob], workers: int, done: Callable[[int], None]) ->
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+
+
+def _die_with_parent() -> None:
+    """Pool worker set-up: on Linux, ask the kernel to kill this worker when the sweep process dies
+    (even by SIGKILL), so that an orphan never goes on writing a cell that ``--resume`` continues."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before the request was made
+            os._exit(1)
 
 
 def import_ray() -> Any:

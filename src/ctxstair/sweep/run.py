@@ -32,6 +32,7 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError
+from ctxstair.io import fresh_output_dir, remove_stale_temporaries
 from ctxstair.recipes import base as recipes
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
@@ -110,19 +111,20 @@ def _partial(out: Path, cell: Cell) -> Path:
 
 
 def _prepare(out: Path, spec: dict[str, Any], resume: bool, force: bool) -> None:
-    """Create ``out`` with ``sweep.json``, or check that a resumed one is the same sweep."""
-    if resume:
+    """Create ``out`` with ``sweep.json`` (it appears whole), or check that a resumed one is the same
+    sweep; ``resume`` of a directory that does not exist starts the sweep (issue 9 item 1)."""
+    if resume and out.exists():
         if not (out / "sweep.json").is_file():
             raise InputError(f"cannot resume {out}: no sweep.json there")
         saved = rundir.read_json(out, "sweep.json")
         if json.loads(json.dumps(spec)) != saved:
             raise InputError(f"cannot resume {out}: its sweep.json differs from the requested sweep")
+        remove_stale_temporaries(out)
         return
-    if out.exists():
-        if not force:
-            raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
-        shutil.rmtree(out)
-    rundir.write_json(out, "sweep.json", spec)
+    if out.exists() and not force:
+        raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
+    with fresh_output_dir(out, force=force) as staging:
+        rundir.write_json(staging, "sweep.json", spec)
 
 
 def sweep_rows(out: Path) -> list[dict[str, Any]]:

@@ -1,8 +1,9 @@
 """Resumable training state: parameters, optimizer state and random state, saved atomically.
 
 Layout under ``run_dir/checkpoint/``: ``state-<epoch>.safetensors`` (all tensors) and
-``state.json`` (the epoch and the tensor file's name). ``state.json`` is written last and is the
-commit point: an interruption at any moment leaves either the previous or the new state valid.
+``state.json`` (the epoch, the tensor file's name and its SHA-256). ``state.json`` is written last
+and is the commit point: an interruption at any moment leaves either the previous or the new state
+valid; a tensor file that does not match its recorded hash is refused (issue 9 item 2).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ctxstair.errors import InputError
+from ctxstair.integrity import check_digest, digest
 from ctxstair.io import atomic_write_bytes, atomic_write_text
 
 CHECKPOINT_DIR = "checkpoint"
@@ -32,9 +34,9 @@ def save_checkpoint(run_dir: Path, epoch: int, model: torch.nn.Module, optimizer
             if isinstance(value, torch.Tensor):
                 tensors[f"optim.{pid}.{key}"] = value.detach().cpu().clone()
     tensors["rng"] = generator.get_state()
-    name = f"state-{epoch:06d}.safetensors"
-    atomic_write_bytes(folder / name, save_tensors(tensors))
-    atomic_write_text(folder / "state.json", json.dumps({"epoch": epoch, "tensors": name}) + "\n")
+    name, data = f"state-{epoch:06d}.safetensors", save_tensors(tensors)
+    atomic_write_bytes(folder / name, data)
+    atomic_write_text(folder / "state.json", json.dumps({"epoch": epoch, "tensors": name, "sha256": digest(data)}) + "\n")
     for old in folder.glob("state-*.safetensors"):
         if old.name != name:
             old.unlink()
@@ -47,9 +49,15 @@ def load_checkpoint(run_dir: Path, model: torch.nn.Module, optimizer: torch.opti
     folder = Path(run_dir) / CHECKPOINT_DIR
     try:
         info = json.loads((folder / "state.json").read_text())
-        tensors = load_tensors((folder / info["tensors"]).read_bytes())
+        data = (folder / info["tensors"]).read_bytes()
     except (FileNotFoundError, KeyError, json.JSONDecodeError) as error:
         raise InputError(f"cannot resume {run_dir}: its checkpoint is missing or unreadable ({error})") from None
+    if "sha256" in info:  # checkpoints written before hashes were recorded have none
+        check_digest(folder / info["tensors"], data, info["sha256"])
+    try:
+        tensors = load_tensors(data)
+    except Exception as error:  # safetensors raises its own error types for corrupt files
+        raise InputError(f"cannot resume {run_dir}: {folder / info['tensors']} is unreadable ({error})") from None
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(tensors[f"param.{name}"])

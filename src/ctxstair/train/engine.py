@@ -22,6 +22,7 @@ import csv
 import io
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -33,8 +34,8 @@ from tqdm import tqdm
 from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, dump_yaml, load_yaml
 from ctxstair.devices import resolve_device
-from ctxstair.errors import InputError
-from ctxstair.io import atomic_save_npz, atomic_write_text
+from ctxstair.errors import InputError, TrainingDiverged
+from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir, remove_stale_temporaries
 from ctxstair.models import AttentionEnsemble, CBOWEnsemble, MemberSpec
 from ctxstair.signatures import label_signature, signature_hierarchy
 from ctxstair.tasks import Dataset
@@ -195,25 +196,28 @@ def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimiz
 
 
 def prepare(cfg: RunConfig, out: Path, resume: bool, force: bool) -> Dataset:
-    """Validate everything and set up ``out``; nothing is written if the input is bad."""
+    """Validate everything and set up ``out``; nothing is written if the input is bad.
+
+    A new run directory appears whole (signatures and config.yaml, assembled under a temporary
+    name), so a directory of ours always has its config.yaml. ``resume`` of a directory that does
+    not exist starts the run: a job script can always pass ``--resume`` (issue 9 item 1)."""
     cfg.validate()
     resolve_device(cfg.train.device)  # refuses CUDA where there is none, before anything is written
     dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    if resume:
+    if resume and out.exists():
         if not (out / "config.yaml").is_file():
             raise InputError(f"cannot resume {out}: no run there (config.yaml missing)")
         saved = load_yaml((out / "config.yaml").read_text())
         if saved != cfg:
             raise InputError(f"cannot resume {out}: its config.yaml differs from the requested configuration")
+        remove_stale_temporaries(out)
         return dataset
-    if out.exists():
-        if not force:
-            raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
-        shutil.rmtree(out)
+    if out.exists() and not force:
+        raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
     sigs = signature_hierarchy(dataset, 1 if dataset.seq_len > 1 else 0)
-    out.mkdir(parents=True)
-    atomic_save_npz(out / "signatures.npz", sigs.as_arrays())
-    atomic_write_text(out / "config.yaml", dump_yaml(cfg))
+    with fresh_output_dir(out, force=force) as staging:
+        atomic_save_npz(staging / "signatures.npz", sigs.as_arrays())
+        atomic_write_text(staging / "config.yaml", dump_yaml(cfg))
     return dataset
 
 
@@ -237,6 +241,7 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
     ``snapshots.save`` is false); return its path.
 
     ``resume`` continues an interrupted run (same config required); a completed run is left as is.
+    ``resources.json`` records the peak memory and the seconds of this call.
     ``progress``: show a progress bar (default: when stderr is a terminal). Denormal floats are
     flushed to zero while training (:func:`flush_denormals`).
     """
@@ -246,6 +251,7 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
 
 def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: EpochHook | None,
                progress: bool | None) -> Path:
+    started = time.perf_counter()
     dataset = prepare(cfg, out, resume, force)
     if resume and not has_checkpoint(out) and _completed(out, cfg.train.epochs):
         return out  # already complete
@@ -279,6 +285,8 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
             losses, accs = member_losses(model, X, y)
         rows += [{"member": k, "epoch": epoch, "loss": float(l), "acc": float(a)}
                  for k, (l, a) in enumerate(zip(losses.detach(), accs))]
+        if not bool(torch.isfinite(losses.detach()).all()):
+            _stop_diverged(cfg, out, model, epoch, rows)
         bar.set_postfix(loss=f"{float(losses.detach().mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
         if epoch == cfg.train.epochs:
             break
@@ -286,7 +294,35 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
     rundir.write_metrics(out, rows)
     (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    rundir.write_resources(out, time.perf_counter() - started)
     return out
+
+
+def _stop_diverged(cfg: RunConfig, out: Path, model: Ensemble, epoch: int, rows: list[dict]) -> None:
+    """Keep what was written, add ``failure.json`` and raise TrainingDiverged naming the epoch, the
+    members, the non-finite tensors and the likely cause (issue 9 item 4)."""
+    rundir.write_metrics(out, rows)
+    losses = {(r["member"], r["epoch"]): r["loss"] for r in rows}
+    members = sorted(k for (k, e), loss in losses.items() if e == epoch and not np.isfinite(loss))
+    tensors = {name: [k for k in range(p.shape[0]) if not bool(torch.isfinite(p[k]).all())]
+               for name, p in model.named_parameters()}
+    tensors = {name: ks for name, ks in tensors.items() if ks}
+    first, last = losses[members[0], 0], losses.get((members[0], epoch - 1), float("nan"))
+    t, init = cfg.train, cfg.model.init
+    where = (f"non-finite values in {', '.join(f'{name} (members {ks})' for name, ks in tensors.items())}"
+             if tensors else "every parameter is still finite (the loss itself overflowed)")
+    cause = (f"the loss rose from {first:.4g} at epoch 0 to {last:.4g} at epoch {epoch - 1}, so the learning rate "
+             f"train.lr={t.lr:g} ({t.optimizer}) is likely too large for this γ = {init.gamma:g} and d = {cfg.model.d}: "
+             "try a smaller train.lr" if epoch > 0 and last > first else
+             f"the loss was {last:.4g} at epoch {max(epoch - 1, 0)} and had not been rising: a float overflow is likely "
+             f"(train.dtype={t.dtype}; try float64 or a smaller train.lr)")
+    message = (f"training diverged at epoch {epoch}: the loss of member(s) {members} is not finite; "
+               f"{where}; {cause}. Written so far is kept in {out}")
+    rundir.write_json(out, "failure.json", {"reason": "diverged", "epoch": epoch, "members": members,
+                                            "tensors": tensors, "message": message})
+    (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # nothing to resume: it would diverge again
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    raise TrainingDiverged(message, out)
 
 
 def _completed(out: Path, epochs: int) -> bool:
