@@ -205,3 +205,28 @@ def test_prefix_signature_refuses_a_large_result_before_allocating():
 def test_prefix_signature_refuses_bad_input(windows, tokens, needle):
     with pytest.raises(InputError, match=needle):
         prefix_signature(windows, np.array(tokens), np.array([0]), np.array([0]))
+
+
+def test_counting_in_pieces_changes_nothing(monkeypatch, tmp_path):
+    """NextTokenCounts.add, next_token_occurrence and prefix_signature check and count their windows
+    piece by piece (issue 9 item 6): pieces of 7 tokens give the one-piece results exactly, also from
+    an int32 np.memmap on disk."""
+    from ctxstair.signatures import next_token
+
+    rng = np.random.default_rng(5)
+    windows = rng.integers(0, 30, size=(200, 9))
+    weights = rng.random(200)
+    tokens, labels, context = np.arange(0, 30, 2), np.arange(1, 30, 3), np.arange(0, 30, 5)
+    whole = (next_token_signature(windows, 30, tokens, labels), next_token_signature(windows, 30, weights=weights),
+             next_token_occurrence(windows, 30), prefix_signature(windows, tokens, labels, context))
+    stored = np.memmap(tmp_path / "windows.i32", dtype=np.int32, mode="w+", shape=windows.shape)
+    stored[:] = windows
+    monkeypatch.setattr(next_token, "CHUNK_TOKENS", 7)
+    monkeypatch.setattr(prefix_module, "_CHUNK_PAIRS", 20)
+    for source in (windows, stored):
+        pieces = (next_token_signature(source, 30, tokens, labels), next_token_signature(source, 30, weights=weights),
+                  next_token_occurrence(source, 30), prefix_signature(source, tokens, labels, context))
+        np.testing.assert_array_equal(pieces[0], whole[0])
+        np.testing.assert_allclose(pieces[1], whole[1], rtol=1e-12)  # weighted sums in another order
+        np.testing.assert_array_equal(pieces[2], whole[2])
+        np.testing.assert_array_equal(pieces[3], whole[3])

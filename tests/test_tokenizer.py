@@ -106,3 +106,32 @@ def test_gpt2_needs_the_fetch_then_reads_the_wheel_files(tmp_path, monkeypatch, 
     gpt2 = TextTokenizer.gpt2()
     sentence = "after monday comes tuesday .\n"
     assert np.array_equal(gpt2.encode(sentence), bpe.encode(sentence)) and gpt2.decode(gpt2.encode(sentence)) == sentence
+
+
+def test_long_texts_are_encoded_piecewise_with_the_ids_of_one_call(monkeypatch):
+    """Byte-level BPE: pieces cut after a newline between two non-space characters give exactly the
+    ids of one call (lines separated by blank lines, CRLF, tabs, trailing and leading spaces, and
+    non-ASCII text), and max_tokens stops early with the same first ids (issue 9 item 6)."""
+    from ctxstair.lm import tokenizer as tokenizer_module
+
+    lines = corpus.load_text("synthetic")[:60_000].split("\n")
+    separators = ["\n", "\n\n", " \n", "\n  ", "\r\n", ".\n", "\n\n\n", "\t\n"]
+    text = "".join(line + separators[i % len(separators)] for i, line in enumerate(lines))
+    text += "end  \r\nTab\tline\n   indented\nnaïve café — ünïcode\n\n"
+    tok = TextTokenizer.train_bpe(text, vocab_size=400)
+    whole = np.asarray(tok.tokenizer.encode(text, add_special_tokens=False).ids)
+    assert tok._splits_at_newlines()
+    monkeypatch.setattr(tokenizer_module, "PIECE_CHARS", 97)
+    np.testing.assert_array_equal(tok.encode(text), whole)
+    np.testing.assert_array_equal(tok.encode(text, max_tokens=1234), whole[:1234])
+
+
+def test_a_tokenizer_with_a_normaliser_is_encoded_in_one_call():
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    word_level = Tokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    word_level.normalizer = normalizers.Lowercase()
+    word_level.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok = TextTokenizer(word_level)
+    assert not tok._splits_at_newlines()
+    assert tok.encode("A b\nB a", max_tokens=3).size == 3

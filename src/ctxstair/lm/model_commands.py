@@ -17,8 +17,9 @@ from pathlib import Path
 def register(commands) -> None:
     """Add ``analyze-model`` to the ``ctxstair`` sub-commands."""
     parser = commands.add_parser("analyze-model", help="ρ_next and the prefix probe for a trained model's embeddings")
-    parser.add_argument("model", help="Hugging Face model directory, folder of checkpoint-<step> directories, "
-                                      ".gguf file, fetched model name (smollm2) or LM run directory")
+    parser.add_argument("model", help="Hugging Face model directory (safetensors weights; pickled .bin weights "
+                                      "are refused), folder of checkpoint-<step> directories, .gguf file, fetched "
+                                      "model name (smollm2) or LM run directory")
     parser.add_argument("--corpus", required=True,
                         help="synthetic, a fetched corpus name (shakespeare, wikipedia-excerpt) or a text file/folder")
     parser.add_argument("--k", type=int, default=200, help="number of eligible tokens: the most frequent word-like ones")

@@ -19,7 +19,9 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,12 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.lm.corpus import fetched
+
+#: Characters per piece when a long text is encoded piecewise (:meth:`TextTokenizer.encode`).
+PIECE_CHARS = 1 << 20
+#: Where a piece may end: right after a newline between two non-space characters. (After a run of
+#: blank lines, "\n\n" at the end of a piece would be one pre-token where the whole text has two.)
+_PIECE_END = re.compile(r"(?<=\S)\n(?=\S)")
 
 # What a tokenizer may put before a word to mark a preceding space: a plain space (byte-level
 # BPE, decoded), SentencePiece's "▁", or GPT-2's raw "Ġ" where no decoder maps it back.
@@ -112,9 +120,39 @@ class TextTokenizer:
         """Number of token ids, added (special) tokens included."""
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
-    def encode(self, text: str) -> np.ndarray:
-        """Token ids of ``text``, int64 (n,), without special tokens."""
-        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+    def encode(self, text: str, max_tokens: int | None = None) -> np.ndarray:
+        """Token ids of ``text``, int64 (n,), without special tokens; only the first ``max_tokens``
+        when given.
+
+        A long text is encoded piece by piece (about :data:`PIECE_CHARS` characters, each cut
+        after a newline between two non-space characters) when the tokenizer is byte-level with
+        no normaliser: its pre-tokenizer always ends a piece of text there, so the ids are those of
+        one call (checked by the tests), while the tokenizer's per-token objects (hundreds of bytes
+        each) exist for one piece at a time and encoding stops once ``max_tokens`` are reached
+        (issue 9 item 6). Other tokenizers (SentencePiece-style, with a normaliser) encode the
+        whole text in one call."""
+        if not self._splits_at_newlines():
+            ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+            return ids[:max_tokens] if max_tokens else ids
+        parts, count, start = [], 0, 0
+        while start < len(text) and not (max_tokens and count >= max_tokens):
+            cut = _PIECE_END.search(text, start + PIECE_CHARS) if len(text) - start > PIECE_CHARS else None
+            end = cut.end() if cut else len(text)
+            parts.append(np.asarray(self.tokenizer.encode(text[start:end], add_special_tokens=False).ids, dtype=np.int32))
+            count, start = count + parts[-1].size, end
+        ids = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+        return ids[:max_tokens] if max_tokens else ids
+
+    def _splits_at_newlines(self) -> bool:
+        """Whether encoding may be split after a newline followed by a non-space character: no
+        normaliser and only byte-level pre-tokenization (optionally after a regex split or digit
+        splitting), without an added prefix space."""
+        spec = json.loads(self.tokenizer.to_str())
+        pre = spec.get("pre_tokenizer") or {}
+        steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+        return (spec.get("normalizer") is None and any(step.get("type") == "ByteLevel" for step in steps)
+                and all(step.get("type") in ("ByteLevel", "Split", "Digits") for step in steps)
+                and not any(step.get("add_prefix_space") for step in steps))
 
     def decode(self, ids) -> str:
         """The text of a sequence of token ids (special tokens kept)."""

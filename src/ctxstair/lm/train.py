@@ -205,10 +205,11 @@ def corpus_windows(cfg: LMConfig, out: Path | None = None) -> tuple[TextTokenize
     text = load_text(cfg.corpus.source)
     saved = out / "tokenizer.json" if out is not None else None
     tokenizer = TextTokenizer.load(saved) if saved is not None and saved.is_file() else build_tokenizer(cfg.corpus, text)
-    ids = tokenizer.encode(text)
-    if cfg.corpus.max_tokens:
-        ids = ids[: cfg.corpus.max_tokens]
-    return tokenizer, make_windows(ids, cfg.corpus.window)
+    ids = tokenizer.encode(text, max_tokens=cfg.corpus.max_tokens or None)
+    try:
+        return tokenizer, make_windows(ids, cfg.corpus.window)
+    except InputError as error:
+        raise InputError(f"corpus {cfg.corpus.source!r}: {error} (corpus.window={cfg.corpus.window})") from None
 
 
 # ------------------------------------------------------------------------------------ schedule
@@ -406,10 +407,24 @@ def _prepare(cfg: LMConfig, out: Path, resume: bool, force: bool) -> tuple[TextT
     if out.exists() and not force:
         raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
     tokenizer, windows = corpus_windows(cfg)  # bad input fails here, before anything is written
+    if cfg.analysis.enabled:
+        _check_analysable(cfg, tokenizer, windows)
     with fresh_output_dir(out, force=force) as staging:
         tokenizer.save(staging / "tokenizer.json")
         atomic_write_text(staging / "config.yaml", dump_yaml(cfg))
     return tokenizer, windows
+
+
+def _check_analysable(cfg: LMConfig, tokenizer: TextTokenizer, windows: np.ndarray) -> None:
+    """Refuse before training a corpus whose training windows hold fewer than 4 word-like tokens:
+    the analysis (:mod:`ctxstair.lm.staircase`) could not compare any geometry after the run."""
+    from ctxstair.lm.analysis import eligible_tokens
+
+    train, _ = split_windows(windows, cfg.train.seed)
+    found = eligible_tokens(train, tokenizer.word_like(np.arange(tokenizer.vocab_size)), cfg.analysis.k).size
+    if found < 4:
+        raise InputError(f"corpus {cfg.corpus.source!r} has {found} word-like token(s) in its training windows; the "
+                         "analysis needs at least 4: use a larger or more varied corpus, or analysis.enabled=false")
 
 
 @torch.no_grad()
@@ -485,12 +500,21 @@ def _on_cpu(state):
 
 def _load_checkpoint(out: Path, model: DecoderLM, optimizer: torch.optim.Optimizer,
                      generator: torch.Generator) -> tuple[int, list[dict]]:
-    info = json.loads((out / "checkpoint" / "state.json").read_text())
-    path = out / "checkpoint" / info["file"]
-    data = path.read_bytes()
+    folder = out / "checkpoint"
+    try:
+        info = json.loads((folder / "state.json").read_text())
+        path = folder / info["file"]
+        if path.resolve().parent != folder.resolve():
+            raise ValueError(f"it names {info['file']!r}, outside the checkpoint folder")
+        data = path.read_bytes()
+    except (OSError, KeyError, TypeError, ValueError) as error:
+        raise InputError(f"cannot resume {out}: its checkpoint is missing or unreadable ({error})") from None
     if "sha256" in info:  # checkpoints written before hashes were recorded have none
         check_digest(path, data, info["sha256"])
-    state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")  # copied onto the model's device
+    try:  # weights_only: tensors and plain containers, never arbitrary objects
+        state = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")  # copied onto the model's device
+    except Exception as error:  # pickle.UnpicklingError, RuntimeError: a file that is not our checkpoint
+        raise InputError(f"cannot resume {out}: {path} is not a loadable checkpoint ({type(error).__name__})") from None
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     generator.set_state(state["generator"])

@@ -132,6 +132,9 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
         if recipe.trainer is not None or recipe.compute is not None:
             raise InputError(f"recipe {name!r} trains no ensemble runs: --no-analysis is not available"
                              + (" (use `ctxstair lm train --no-analysis`)" if recipe.trainer is not None else ""))
+        both = sorted(set(NO_ANALYSIS) & set(overrides or {}))
+        if both:
+            raise InputError(f"--no-analysis sets {', '.join(NO_ANALYSIS)}; do not also --set {', '.join(both)}")
         overrides = {**(overrides or {}), **NO_ANALYSIS}
     if recipe.trainer is not None:
         if seeds is not None:

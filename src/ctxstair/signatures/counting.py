@@ -33,6 +33,7 @@ from ctxstair.checks import (
     check_order,
     check_sequences,
     check_vocab_size,
+    check_vocab_tables,
     check_weights,
 )
 
@@ -56,6 +57,7 @@ def occurrence(X: np.ndarray, vocab_size: int, weights: np.ndarray | None = None
     vocab_size = check_vocab_size(vocab_size)
     X = check_sequences(X, vocab_size)
     w = check_weights(weights, X.shape[0])
+    check_vocab_tables(vocab_size)
     counts = _weighted_token_counts(X, w, vocab_size)
     return counts / (X.shape[1] * w.sum())
 
@@ -123,6 +125,7 @@ def _signature(X, y, order, vocab_size, tokens, labels, context, weights, max_by
     order = check_order(order, L)
     w = check_weights(weights, n)
     uniform = weights is None
+    check_vocab_tables(vocab_size)  # before check_id_subset builds arange(V)
     tokens = check_id_subset(tokens, vocab_size, "tokens")
     context = check_id_subset(context, vocab_size, "context")
     axes = [tokens.size]

@@ -15,10 +15,25 @@ before anything is allocated.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
-from ctxstair.checks import check_dense_size, check_id_subset, check_sequences, check_vocab_size, check_weights
+from ctxstair.checks import (
+    as_array,
+    check_dense_size,
+    check_id_subset,
+    check_sequences,
+    check_vocab_size,
+    check_vocab_tables,
+    check_weights,
+)
 from ctxstair.errors import InputError
+
+
+#: Tokens per piece when windows are checked and counted piecewise (:func:`window_chunks`): the
+#: working memory of counting (tens of bytes per token) stays bounded whatever the corpus size.
+CHUNK_TOKENS = 1 << 20
 
 
 def check_windows(windows: object, vocab_size: int) -> np.ndarray:
@@ -27,6 +42,21 @@ def check_windows(windows: object, vocab_size: int) -> np.ndarray:
     if windows.shape[1] < 2:
         raise InputError(f"windows need length T >= 2 to hold a next token, got shape {windows.shape}")
     return windows
+
+
+def window_chunks(windows: object, vocab_size: int, chunk_tokens: int | None = None
+                  ) -> tuple[int, Iterator[tuple[int, np.ndarray]]]:
+    """Check windows (n, T) piece by piece: return n and an iterator of ``(start, chunk)``, ``chunk``
+    the checked int64 rows ``start:start + r`` of about ``chunk_tokens`` tokens (default
+    :data:`CHUNK_TOKENS`). The shape and dtype
+    are checked at once, the ids piece by piece; only one piece is ever converted to int64, so an
+    int32 array or a disk-backed ``np.memmap`` of any length costs no full copy."""
+    arr = as_array(windows, "windows")
+    if arr.ndim != 2 or arr.dtype.kind not in "iu" or 0 in arr.shape or arr.shape[1] < 2:
+        check_windows(arr, vocab_size)  # raises the message for the whole array
+    rows = max(1, (chunk_tokens or CHUNK_TOKENS) // arr.shape[1])
+    return arr.shape[0], ((start, check_windows(arr[start:start + rows], vocab_size))
+                          for start in range(0, arr.shape[0], rows))
 
 
 class NextTokenCounts:
@@ -51,6 +81,7 @@ class NextTokenCounts:
     def __init__(self, vocab_size: int, tokens: np.ndarray | None = None, labels: np.ndarray | None = None,
                  max_bytes: int | None = None):
         self.vocab_size = check_vocab_size(vocab_size)
+        check_vocab_tables(self.vocab_size)  # before check_id_subset builds arange(V)
         self.tokens = check_id_subset(tokens, self.vocab_size, "tokens")
         self.labels = check_id_subset(labels, self.vocab_size, "labels")
         check_dense_size((self.tokens.size, self.labels.size), max_bytes, "next-token signature",
@@ -64,13 +95,17 @@ class NextTokenCounts:
         self._first = np.zeros(self.vocab_size)  # weighted number of pairs starting with each α
 
     def add(self, windows: np.ndarray, weights: np.ndarray | None = None) -> NextTokenCounts:
-        """Count the pairs of windows int (n, T), T >= 2, with optional per-window weights (n,)."""
-        windows = check_windows(windows, self.vocab_size)
-        w = _pair_weights(windows, weights)
-        first, nxt = windows[:, :-1].ravel(), windows[:, 1:].ravel()
-        flat = self._row[first] * (self.labels.size + 1) + self._col[nxt]
-        self._pairs += np.bincount(flat, weights=w, minlength=self._pairs.size)
-        self._first += np.bincount(first, weights=w, minlength=self.vocab_size)
+        """Count the pairs of windows int (n, T), T >= 2, with optional per-window weights (n,);
+        counted in pieces of about :data:`CHUNK_TOKENS` tokens (:func:`window_chunks`), so the
+        working memory does not grow with n."""
+        n, pieces = window_chunks(windows, self.vocab_size)
+        weights = None if weights is None else check_weights(weights, n)
+        for start, chunk in pieces:
+            w = None if weights is None else _pair_weights(chunk, weights[start:start + chunk.shape[0]])
+            first, nxt = chunk[:, :-1].ravel(), chunk[:, 1:].ravel()
+            flat = self._row[first] * (self.labels.size + 1) + self._col[nxt]
+            self._pairs += np.bincount(flat, weights=w, minlength=self._pairs.size)
+            self._first += np.bincount(first, weights=w, minlength=self.vocab_size)
         return self
 
     def occurrence(self) -> np.ndarray:
@@ -105,8 +140,13 @@ def next_token_occurrence(windows: np.ndarray, vocab_size: int, weights: np.ndar
         pair counts).
     """
     vocab_size = check_vocab_size(vocab_size)
-    windows = check_windows(windows, vocab_size)
-    first = np.bincount(windows[:, :-1].ravel(), weights=_pair_weights(windows, weights), minlength=vocab_size)
+    check_vocab_tables(vocab_size)
+    n, pieces = window_chunks(windows, vocab_size)
+    weights = None if weights is None else check_weights(weights, n)
+    first = np.zeros(vocab_size)
+    for start, chunk in pieces:
+        w = None if weights is None else _pair_weights(chunk, weights[start:start + chunk.shape[0]])
+        first += np.bincount(chunk[:, :-1].ravel(), weights=w, minlength=vocab_size)
     return first / first.sum()
 
 
@@ -130,8 +170,6 @@ def next_token_signature(windows: np.ndarray, vocab_size: int, tokens: np.ndarra
     return NextTokenCounts(vocab_size, tokens, labels, max_bytes).add(windows, weights).signature()
 
 
-def _pair_weights(windows: np.ndarray, weights: np.ndarray | None) -> np.ndarray | None:
-    """Per-pair weights (n·(T-1),) in row-major order, or None (unweighted bincount is faster)."""
-    if weights is None:
-        return None
-    return np.repeat(check_weights(weights, windows.shape[0]), windows.shape[1] - 1)
+def _pair_weights(windows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per-pair weights (n·(T-1),) in row-major order from checked per-window weights (n,)."""
+    return np.repeat(weights, windows.shape[1] - 1)

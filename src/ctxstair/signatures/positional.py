@@ -33,6 +33,7 @@ from ctxstair.checks import (
     check_labels,
     check_sequences,
     check_vocab_size,
+    check_vocab_tables,
     check_weights,
 )
 from ctxstair.errors import InputError
@@ -135,6 +136,7 @@ class _FlatIndex:
     outside a subset mapped to an extra "excluded" slot on their axis (sliced off after counting)."""
 
     def __init__(self, X, y, vocab_size, positions, anchor, tokens, labels, context, max_bytes, what):
+        check_vocab_tables(vocab_size)  # before check_id_subset builds arange(V)
         self.tokens = check_id_subset(tokens, vocab_size, "tokens")
         labels = check_id_subset(labels, vocab_size, "labels")
         context = check_id_subset(context, vocab_size, "context")

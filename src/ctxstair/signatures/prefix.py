@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstair.checks import check_dense_size, check_id_subset
-from ctxstair.signatures.next_token import check_windows
+from ctxstair.checks import as_array, check_dense_size, check_id_subset, check_vocab_tables
+from ctxstair.signatures.next_token import window_chunks
 
 #: Most (event, earlier context token) pairs built at once: arrays of 8 bytes x this, a few copies.
 _CHUNK_PAIRS = 1 << 22
@@ -61,28 +61,28 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
         divided by the number of positions ``s < T-1`` with ``x_s = α``. Rows of tokens with no
         such position are zero (mask them with ``next_token_occurrence(windows, V)[tokens] > 0``).
     """
-    windows = np.asarray(windows)
-    subsets = [np.asarray(ids) for ids in (tokens, labels, context)]
+    windows = as_array(windows, "windows")
+    subsets = [as_array(ids, name) for ids, name in zip((tokens, labels, context), ("tokens", "labels", "context"))]
     # No vocabulary size is given: ids range over 0..(the largest id passed), so only negative ids,
     # wrong dtypes, shapes and duplicates are refused.
     bound = 1 + max((int(a.max()) for a in [windows, *subsets] if a.dtype.kind in "iu" and a.size), default=0)
-    windows = check_windows(windows, bound)
+    window_chunks(windows, bound)  # a bad shape or dtype is refused now; ids are checked piece by piece below
     tokens, labels, context = (check_id_subset(ids, bound, name)
                                for ids, name in zip(subsets, ("tokens", "labels", "context")))
     shape = (tokens.size, labels.size, context.size)
     check_dense_size(shape, max_bytes, "prefix signature", "pass fewer tokens, labels or context ids")
+    check_vocab_tables(bound)
 
     # id -> index within each subset, -1 outside it; ids that do not occur in windows need no slot.
-    present = int(windows.max()) + 1
+    present = bound  # ids that occur in windows are below it
     token_index, label_index, context_index = (_index_of(ids, present) for ids in (tokens, labels, context))
     result = np.zeros(shape)
     flat_result = result.reshape(-1)
     events_of = np.zeros(tokens.size)  # positions s < T-1 holding α
-    n, T = windows.shape
+    T = windows.shape[1]
     # A window has T-1 events with at most min(T-2, len(context)) pairs each; T also bounds its tokens.
-    rows = max(1, _CHUNK_PAIRS // (T * max(1, min(T - 2, context.size))))
-    for start in range(0, n, rows):
-        chunk = windows[start:start + rows]
+    _, pieces = window_chunks(windows, bound, chunk_tokens=T * max(1, _CHUNK_PAIRS // (T * max(1, min(T - 2, context.size)))))
+    for _, chunk in pieces:  # int64 rows, converted one piece at a time
         alpha, nu = token_index[chunk[:, :-1]], label_index[chunk[:, 1:]]  # (r, T-1) each
         events_of += np.bincount(alpha[alpha >= 0], minlength=tokens.size)
         first_beta, before = _first_occurrences(context_index[chunk])

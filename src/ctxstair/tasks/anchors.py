@@ -9,6 +9,8 @@ parameters give the same bytes. Token-id groups are in ``meta["groups"]`` (int64
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.stats
 
@@ -19,6 +21,8 @@ from ctxstair.tasks.common import (
     check_float,
     check_id_range,
     check_int,
+    check_rows,
+    MAX_INT,
     numbers,
     product_grid,
 )
@@ -37,14 +41,17 @@ LABEL_LAWS = ("uniform", "normal", "poisson", "exp")
 
 
 def _check_tuple(name: str, value: object, length: int | None = None,
-                 allowed: np.ndarray | None = None) -> tuple[int, ...]:
-    """Check a tuple of ints (of ``length`` entries, each in ``allowed`` when given)."""
+                 allowed: np.ndarray | None = None, why: str = "") -> tuple[int, ...]:
+    """Check a tuple of ints of absolute value at most ``MAX_INT`` (of ``length`` entries, ``why``
+    saying which parameter sets it; each in ``allowed`` when given)."""
     if not isinstance(value, (tuple, list)) or any(
-        isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value
+        isinstance(v, bool) or not isinstance(v, (int, np.integer)) or abs(int(v)) > MAX_INT for v in value
     ):
-        raise InputError(f"parameter {name!r} must be a tuple of integers, got {value!r}")
+        raise InputError(f"parameter {name!r} must be a tuple of integers of absolute value at most 2**60, "
+                         f"got {value!r}")
     if length is not None and len(value) != length:
-        raise InputError(f"parameter {name!r} must have {length} entries, got {value!r}")
+        source = f" ({why})" if why else ""
+        raise InputError(f"parameter {name!r} must have {length} entries{source}, got {value!r}")
     if allowed is not None and not np.isin(np.asarray(value, dtype=np.int64), allowed).all():
         raise InputError(
             f"parameter {name!r} must only hold ids in {_describe(allowed)}, got {tuple(value)!r}"
@@ -138,13 +145,16 @@ def label_law(anchor: int = 100, n_context: int = 51, law: str = "normal", mu: f
     Samples: all ``n_context**2`` sequences ``(anchor, x1, x2)``, lexicographic in ``(x1, x2)``.
     """
     n_context = check_int("n_context", n_context, 2)
-    anchor = check_int("anchor", anchor, n_context)
+    anchor = check_int("anchor", anchor, 0)
+    if anchor < n_context:
+        raise InputError(f"parameter 'anchor' must not be a context id: anchor >= n_context={n_context}, got {anchor}")
     law = check_choice("law", law, LABEL_LAWS)
     mu = check_float("mu", mu)
     sigma = check_float("sigma", sigma, 0.0, lo_open=True)
     lam = check_float("lam", lam, 0.0, lo_open=True)
     rate = check_float("rate", rate, 0.0, lo_open=True)
     seed = check_int("seed", seed, 0)
+    check_rows("the n_context**2 input sequences", n_context**2, 3)
 
     p_a = label_law_probabilities(law, n_context, mu=mu, sigma=sigma, lam=lam, rate=rate)
     context = numbers(0, n_context - 1)
@@ -186,6 +196,7 @@ def parity(anchor_lo: int = 11, anchor_hi: int = 20, noise_lo: int = 21, noise_h
     L = check_int("L", L, 1)
     n_samples = check_int("n_samples", n_samples, 1)
     seed = check_int("seed", seed, 0)
+    check_rows("the n_samples input sequences of length L", n_samples, L)
 
     rng = np.random.default_rng(seed)
     anchor = _draw_rows(rng, anchors[:, None], n_samples)
@@ -217,6 +228,7 @@ def minmax(N: int = 20) -> Dataset:
     sequences, lexicographic (``c`` slowest: all ``a`` sequences first).
     """
     N = check_int("N", N, 2)
+    check_rows("the 2 N**2 input sequences", 2 * N * N, 3)
     a, b = N + 1, N + 2
     X = product_grid([a, b], numbers(1, N), numbers(1, N))
     pair = X[:, 1:]
@@ -248,6 +260,7 @@ def two_anchor(p: int = 20) -> Dataset:
     Samples: all ``p**3`` sequences ``(a1, a2, x)``, lexicographic (``a1`` slowest).
     """
     p = check_int("p", p, 2)
+    check_rows("the p**3 input sequences", p**3, 3)
     context, anchors = numbers(0, p - 1), numbers(p, 2 * p - 1)
     X = product_grid(anchors, anchors, context)
     y = (X[:, 0] - p + X[:, 1] - p + X[:, 2]) % p
@@ -281,7 +294,8 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
         residue_modulus, residue_value: samples with ``(x + p) % residue_modulus ==
             residue_value`` (key ``x`` at position ``p``) are held out of training and form the
             in-distribution test set; ``residue_modulus = 0`` disables the rule, otherwise
-            ``0 <= residue_value < residue_modulus``.
+            ``0 <= residue_value < residue_modulus`` and the rule must hold out some, but not
+            every, (key, position).
         n_samples: training samples (after the hold-outs), ``>= 1``.
         n_eval: samples of each evaluation set, ``>= 1``.
         seed: seed of the draws.
@@ -313,7 +327,7 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
     anchor_arr = np.array(anchor_ids, dtype=np.int64)
     check_disjoint({"anchors": anchor_arr, "keys (key_lo..key_hi)": keys})
     check_disjoint({"anchors": anchor_arr, "noise (noise_lo..noise_hi)": noise})
-    shift_vals = _check_tuple("shifts", shifts, len(anchor_ids))
+    shift_vals = _check_tuple("shifts", shifts, len(anchor_ids), why=f"one per entry of 'anchors', {anchors!r}")
     special = _check_tuple("special_pair", special_pair, 2, anchor_arr)
     special_shift = check_int("special_shift", special_shift)
     heldout = _check_tuple("heldout_pair", heldout_pair, 2, anchor_arr)
@@ -325,13 +339,21 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
     n_samples = check_int("n_samples", n_samples, 1)
     n_eval = check_int("n_eval", n_eval, 1)
     seed = check_int("seed", seed, 0)
+    check_rows("the ordered anchor pairs", len(anchor_ids) ** 2, 2)
+    check_rows("the (key, position) combinations", keys.size * (seq_len - 2), 2)
+    check_rows("the n_samples input sequences of length seq_len", n_samples, seq_len)
+    check_rows("the n_eval input sequences of length seq_len", n_eval, seq_len)
 
-    shift_of = np.zeros(int(anchor_arr.max()) + 1, dtype=np.int64)
-    shift_of[anchor_arr] = shift_vals
+    # Shift of each anchor id, looked up by sorted position (the ids may be large).
+    by_id = np.argsort(anchor_arr)
+    sorted_ids, sorted_shifts = anchor_arr[by_id], np.array(shift_vals, dtype=np.int64)[by_id]
+
+    def shift_of(ids: np.ndarray) -> np.ndarray:
+        return sorted_shifts[np.searchsorted(sorted_ids, ids)]
 
     def labels(x: np.ndarray, pairs: np.ndarray) -> np.ndarray:
         is_special = (pairs[:, 0] == special[0]) & (pairs[:, 1] == special[1])
-        return np.where(is_special, x + special_shift, x + shift_of[pairs[:, 0]] + shift_of[pairs[:, 1]])
+        return np.where(is_special, x + special_shift, x + shift_of(pairs[:, 0]) + shift_of(pairs[:, 1]))
 
     pairs = product_grid(anchor_arr, anchor_arr)
     train_pairs = pairs[~_row_mask(pairs, np.array([heldout]))]
@@ -341,6 +363,10 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
     if in_residue.all():
         raise InputError("the residue rule (residue_modulus, residue_value) holds out every (key, position); "
                          "no training samples remain")
+    if residue_modulus and not in_residue.any():
+        raise InputError(f"the residue rule (residue_modulus={residue_modulus}, residue_value={residue_value}) "
+                         "holds out no (key, position): the residue test set would be empty; "
+                         "use residue_modulus=0 to disable the rule")
 
     # Label shifts of every ordered pair; covers both held-out answers (the held-out pair's sum and
     # special_shift, the special pair's label).
@@ -360,7 +386,7 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
     X, x, pos, pr = draw(n_samples, combos[~in_residue], train_pairs)
     y = labels(x, pr)
     Xh, xh, posh, prh = draw(n_eval, combos, np.array([heldout]))
-    heldout_eval = {"X": Xh, "y_inferential": xh + shift_of[prh[:, 0]] + shift_of[prh[:, 1]],
+    heldout_eval = {"X": Xh, "y_inferential": xh + shift_of(prh[:, 0]) + shift_of(prh[:, 1]),
                     "y_symmetric": xh + special_shift, "key_position": posh}
     if residue_modulus:
         Xr, xr, posr, prr = draw(n_eval, combos[in_residue], train_pairs)
@@ -432,12 +458,16 @@ def reason_memory(key_lo: int = 21, key_hi: int = 120, memory_lo: int = 1, memor
     p_reasoning = check_float("p_reasoning", p_reasoning, 0.0, 1.0)
     if not isinstance(heldout, (tuple, list)):
         raise InputError(f"parameter 'heldout' must be a tuple of anchor tuples, got {heldout!r}")
-    held = np.array([_check_tuple("heldout", t, q, reasoning) for t in heldout], dtype=np.int64).reshape(-1, q)
+    held = np.array([_check_tuple("heldout", t, q, reasoning, f"q={q}") for t in heldout],
+                    dtype=np.int64).reshape(-1, q)
     n_samples = check_int("n_samples", n_samples, 1)
     n_eval = check_int("n_eval", n_eval, 1)
     seed = check_int("seed", seed, 0)
+    check_rows("the n_samples input sequences of length seq_len", n_samples, seq_len)
+    check_rows("the n_eval input sequences of length seq_len", n_eval, seq_len)
     for name, size in (("memory", memory.size), ("reasoning", reasoning.size)):
-        if keys.size * size**q > MAX_TABLE:
+        # Compare in logs first: size**q may have billions of digits.
+        if math.log2(keys.size) + q * math.log2(size) > math.log2(MAX_TABLE) + 1 or keys.size * size**q > MAX_TABLE:
             raise InputError(f"{name} anchor tuples: {keys.size} keys x {size}**{q} tuples exceed {MAX_TABLE} "
                              "table entries; lower q or the anchor ranges")
 

@@ -9,10 +9,12 @@ that can occur. Token ``0`` appears only where a label can be 0 (``sub``, ``mod`
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ctxstair.errors import InputError
-from ctxstair.tasks.common import product_grid, numbers, all_pairs, check_int
+from ctxstair.tasks.common import product_grid, numbers, all_pairs, check_int, check_rows
 from ctxstair.tasks.dataset import Dataset
 from ctxstair.tasks.registry import register
 
@@ -23,6 +25,7 @@ from ctxstair.tasks.registry import register
 
 def _pair_task(N: int, rule, vocab_size: int) -> Dataset:
     """All pairs of ``1..N`` (lexicographic) labelled by ``rule(x1, x2)``; tokens ``1..N``."""
+    check_rows("the N**2 input pairs", N * N, 2)
     X = all_pairs(N)
     y = rule(X[:, 0], X[:, 1]).astype(np.int64)
     return Dataset(X=X, y=y, vocab_size=vocab_size, tokens=numbers(1, N), meta={})
@@ -130,12 +133,13 @@ def sum_mod(N: int = 10, L: int = 2, max_samples: int = 10_000_000) -> Dataset:
     N = check_int("N", N, 2)
     L = check_int("L", L, 1)
     max_samples = check_int("max_samples", max_samples, 1)
-    n = N**L
-    if n > max_samples:
+    # Compare in logs first: N**L itself may have billions of digits.
+    if L * math.log2(N) > math.log2(max_samples) + 1 or N**L > max_samples:
         raise InputError(
-            f"sum_mod with N={N}, L={L} has N**L = {n} sequences, above max_samples={max_samples}; "
-            "lower N or L, or raise max_samples"
+            f"sum_mod with N={N}, L={L} has N**L ~ 10^{L * math.log10(N):.1f} sequences, above "
+            f"max_samples={max_samples}; lower N or L, or raise max_samples"
         )
+    check_rows("the N**L input sequences", N**L, L)
     X = product_grid(*([numbers(1, N)] * L))
     y = 1 + X.sum(axis=1) % N
     return Dataset(X=X, y=y, vocab_size=N + 1, tokens=numbers(1, N), meta={})

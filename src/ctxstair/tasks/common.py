@@ -9,8 +9,12 @@ from typing import Sequence
 
 import numpy as np
 
+from ctxstair.checks import check_dense_size
 from ctxstair.errors import InputError
 
+#: Largest integer a task parameter may take: ids, sizes and shifts stay far from int64 overflow
+#: (a label may add up to three of them).
+MAX_INT = 2**60
 
 
 def product_grid(*values: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -20,12 +24,14 @@ def product_grid(*values: Sequence[int] | np.ndarray) -> np.ndarray:
     the last fastest (``itertools.product`` order), built with numpy, no Python loop over rows.
     """
     axes = [np.asarray(v, dtype=np.int64) for v in values]
+    check_rows("sequence grid", int(np.prod([a.size for a in axes], dtype=object)), len(axes))
     mesh = np.meshgrid(*axes, indexing="ij")
     return np.stack([m.reshape(-1) for m in mesh], axis=1)
 
 
 def numbers(lo: int, hi: int) -> np.ndarray:
-    """The token ids ``lo..hi`` (inclusive) as int64."""
+    """The token ids ``lo..hi`` (inclusive) as int64; a range above the memory budget is refused."""
+    check_dense_size((max(hi - lo + 1, 0),), None, f"token id range {lo}..{hi}", "choose a smaller id range")
     return np.arange(lo, hi + 1, dtype=np.int64)
 
 
@@ -34,9 +40,18 @@ def all_pairs(N: int) -> np.ndarray:
     return product_grid(numbers(1, N), numbers(1, N))
 
 
+def check_rows(what: str, n_rows: int, seq_len: int) -> None:
+    """Refuse (:class:`~ctxstair.errors.TooLargeError`) ``n_rows`` int64 sequences of ``seq_len``
+    above the memory budget (:func:`~ctxstair.checks.default_max_bytes`), before allocating them."""
+    check_dense_size((n_rows, seq_len), None, what, "lower the parameters that set its size")
+
+
 def check_int(name: str, value: object, lo: int | None = None, hi: int | None = None) -> int:
-    """Return ``value`` as int if it is an integer in ``lo..hi`` (either bound optional)."""
+    """Return ``value`` as int if it is an integer in ``lo..hi`` (either bound optional); every
+    integer parameter is also at most :data:`MAX_INT` in absolute value."""
     ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if ok and abs(int(value)) > MAX_INT:
+        raise InputError(f"parameter {name!r} must be an integer of absolute value at most 2**60, got {value!r}")
     if ok and lo is not None and value < lo:
         ok = False
     if ok and hi is not None and value > hi:
@@ -81,7 +96,12 @@ def check_choice(name: str, value: object, allowed: Sequence[str]) -> str:
 def check_id_range(lo_name: str, lo: object, hi_name: str, hi: object) -> np.ndarray:
     """Check a token-id range ``lo..hi`` (``0 <= lo <= hi``) and return its ids."""
     lo = check_int(lo_name, lo, 0)
-    hi = check_int(hi_name, hi, lo)
+    hi = check_int(hi_name, hi, 0)
+    if hi < lo:
+        raise InputError(f"parameters {lo_name!r} and {hi_name!r} must satisfy {lo_name} <= {hi_name}, "
+                         f"got {lo_name}={lo}, {hi_name}={hi}")
+    check_dense_size((hi - lo + 1,), None, f"token ids {lo_name}..{hi_name} = {lo}..{hi}",
+                     f"lower {hi_name} - {lo_name}")
     return numbers(lo, hi)
 
 

@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ctxstair.errors import InputError
+from ctxstair.errors import InputError, TooLargeError
 from ctxstair.tasks.dataset import Dataset
 
 _REGISTRY: dict[str, Callable[..., Dataset]] = {}
@@ -56,7 +56,9 @@ def make(name: str, **params: Any) -> Dataset:
 
     Parameters are checked against the generator's signature: an unknown one, or a value whose type
     does not match the default's (int for int, float accepts int, tuple/list for tuples), raises
-    InputError naming the parameter and the allowed ones. The same parameters give the same bytes.
+    InputError naming the parameter and the allowed ones. A dataset above the memory budget
+    (:func:`~ctxstair.checks.default_max_bytes`) raises TooLargeError naming the given parameters,
+    before it is allocated. The same parameters give the same bytes.
     """
     if name not in _REGISTRY:
         raise InputError(f"unknown task {name!r}; available tasks: {', '.join(sorted(_REGISTRY))}")
@@ -66,7 +68,11 @@ def make(name: str, **params: Any) -> Dataset:
             raise InputError(f"unknown parameter {key!r} for task {name!r}; allowed: {', '.join(defaults)}")
         params[key] = _coerce(name, key, value, defaults[key])
     resolved = {**defaults, **params}
-    dataset = _REGISTRY[name](**resolved)
+    try:
+        dataset = _REGISTRY[name](**resolved)
+    except TooLargeError as error:
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "its default parameters"
+        raise TooLargeError(f"task {name!r} with {given}: {error}") from None
     return Dataset(
         X=dataset.X, y=dataset.y, vocab_size=dataset.vocab_size, tokens=dataset.tokens,
         name=name, params=resolved, meta=dataset.meta,

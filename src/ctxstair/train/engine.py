@@ -32,6 +32,7 @@ from torchdiffeq import odeint
 from tqdm import tqdm
 
 from ctxstair import rundir, tasks
+from ctxstair.checks import check_dense_size
 from ctxstair.config import RunConfig, dump_yaml, load_yaml
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
@@ -204,6 +205,7 @@ def prepare(cfg: RunConfig, out: Path, resume: bool, force: bool) -> Dataset:
     cfg.validate()
     resolve_device(cfg.train.device)  # refuses CUDA where there is none, before anything is written
     dataset = tasks.make(cfg.task.name, **cfg.task.params)
+    check_memory(cfg, dataset)
     if resume and out.exists():
         if not (out / "config.yaml").is_file():
             raise InputError(f"cannot resume {out}: no run there (config.yaml missing)")
@@ -219,6 +221,18 @@ def prepare(cfg: RunConfig, out: Path, resume: bool, force: bool) -> Dataset:
         atomic_save_npz(staging / "signatures.npz", sigs.as_arrays())
         atomic_write_text(staging / "config.yaml", dump_yaml(cfg))
     return dataset
+
+
+def check_memory(cfg: RunConfig, dataset: Dataset) -> None:
+    """Refuse, before anything is allocated or written, a model whose stacked weights (K, V, d) or
+    one forward pass's logits (K, batch, V) exceed the memory budget of one dense array
+    (:func:`ctxstair.checks.default_max_bytes`, ``CTXSTAIR_MAX_GIB``)."""
+    K, V, itemsize = cfg.train.members, dataset.vocab_size, torch.finfo(getattr(torch, cfg.train.dtype)).bits // 8
+    batch = min(cfg.train.batch_size or dataset.n_samples, dataset.n_samples)
+    check_dense_size((K, V, cfg.model.d), None, "the stacked embedding W_E (train.members, vocab, model.d)",
+                     "lower model.d or train.members", itemsize)
+    check_dense_size((K, batch, V), None, "the logits of one forward pass (train.members, batch, vocab)",
+                     "lower train.members or train.batch_size", itemsize)
 
 
 @contextlib.contextmanager
