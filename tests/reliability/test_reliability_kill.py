@@ -30,12 +30,14 @@ from recipe_helpers import run_contents
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 KILLS = 12
-SMALL_RUN = ["--set", "task.N=8", "--set", "model.d=16", "--set", "train.epochs=400", "--set", "snapshots.log_points=8",
-             "--set", "snapshots.every=50", "--set", "analysis.probe_steps=60"]
+# Training long enough next to start-up, analysis and report that kills land in it too (checkpoints
+# every 500 epochs), with few snapshots to analyse.
+SMALL_RUN = ["--set", "task.N=8", "--set", "model.d=16", "--set", "train.epochs=3000", "--set", "snapshots.log_points=4",
+             "--set", "snapshots.every=500", "--set", "analysis.probe_steps=60"]
 TINY_LM = ["--set", "model.d_model=16", "--set", "model.n_layers=1", "--set", "model.n_heads=2", "--set", "model.head_dim=8",
            "--set", "model.d_mlp=32", "--set", "corpus.window=16", "--set", "corpus.vocab_size=300",
-           "--set", "corpus.max_tokens=20000", "--set", "train.steps=60", "--set", "train.batch_size=8",
-           "--set", "train.lr=0.01", "--set", "snapshots.log_points=4", "--set", "snapshots.every=20",
+           "--set", "corpus.max_tokens=20000", "--set", "train.steps=600", "--set", "train.batch_size=8",
+           "--set", "train.lr=0.01", "--set", "snapshots.log_points=3", "--set", "snapshots.every=150",
            "--set", "analysis.k=40", "--set", "analysis.probe_steps=30", "--set", "analysis.windows=16"]
 
 
@@ -107,7 +109,7 @@ def kill_and_resume(argv, base: Path, reference: Path, reference_seconds: float,
         while len(states) < KILLS and kill_after(argv(out) + ["--resume"], reference_seconds * rng.uniform(0.15, 0.95)):
             if out.exists():
                 check_visible_files_complete(out)
-            states.append(",".join(sorted(p.name for p in out.iterdir())) if out.exists() else "nothing")
+            states.append(describe(out))
         if len(states) == KILLS:
             run_to_end(argv(out) + ["--resume"])
         assert_same_files(out, reference)
@@ -115,6 +117,23 @@ def kill_and_resume(argv, base: Path, reference: Path, reference_seconds: float,
     assert len(set(states)) >= 2, f"every kill found the same state: {states[0]}"
     print("\n".join(["what each kill left:", *states]))  # shown with pytest -s: the record in docs/reliability.md
     return states
+
+
+def describe(out: Path) -> str:
+    """Where a killed attempt left each run directory under ``out``: 'nothing', 'created',
+    'training (checkpoint at N)', 'trained', 'analysed', 'reported' (the record of where kills land)."""
+    if not out.exists():
+        return "nothing"
+    phases = []
+    for config in sorted(out.rglob("config.yaml")):
+        run = config.parent
+        state = run / "checkpoint" / "state.json"
+        saved = json.loads(state.read_text()) if state.is_file() else {}
+        phase = ("reported" if (run / "report.html").is_file() else "analysed" if (run / "alignment.csv").is_file()
+                 else f"training (checkpoint at {saved.get('epoch', saved.get('step'))})" if saved
+                 else "trained" if (run / "resources.json").is_file() else "created")
+        phases.append(f"{run.relative_to(out).as_posix()}: {phase}" if run != out else phase)
+    return "; ".join(phases) or "created"
 
 
 def assert_same_files(out: Path, reference: Path) -> None:
