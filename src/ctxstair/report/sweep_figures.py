@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 #: (file, title, [(column, label, log colour scale)]) of each figure; alignment figures need analysis.
 _EPOCH_FIGURE = ("phase_epochs.png", "When the staircase steps happen",
@@ -129,10 +129,10 @@ def _heatmap_panel(ax: plt.Axes, rows, keys: list[str], values: list[list[Any]],
 
 
 def _plain_numbers(axis) -> None:
-    """Tick labels 40, 50, 60 on a log axis instead of powers of ten."""
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
-    axis.set_major_formatter(plain)
-    axis.set_minor_formatter(plain)
+    """Ticks at 1, 2, 5 × 10^k labelled as plain numbers (200, 500, 1000) on a log axis."""
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _number(value: float) -> str:
