@@ -35,6 +35,14 @@ OVERHEAD = """| step | seconds | fraction of training |
 
 analysis overhead: 10.0 % of training (target at most 15 %: met)
 """
+MEMORY = """| stage | tokens | seconds | peak RSS (MiB) | RSS after imports (MiB) | peak heap, tracemalloc (MiB) |
+|---|---|---|---|---|---|
+| `NextTokenCounts`, streamed | 5,000,000 | 0.1 | 362 | 282 | 76 |
+| `NextTokenCounts`, streamed | 50,000,000 | 0.6 | 370 | 282 | 76 |
+| `next_token_signature`, one-shot | 5,000,000 | 0.1 | 366 | 282 | 60 |
+| `next_token_signature`, one-shot | 20,000,000 | 0.2 | 431 | 282 | 60 |
+| `next_token_signature`, one-shot | 50,000,000 | 0.5 | 545 | 282 | 61 |
+"""
 SIGNATURES = """| workload | median (s) | min (s) |
 |---|---|---|
 | `add` N=40 | 0.002 | 0.002 |
@@ -44,7 +52,7 @@ SIGNATURES = """| workload | median (s) | min (s) |
 
 def test_headline_table_reads_each_benchmarks_numbers():
     table = bench_commands.headline_table({"signatures": SIGNATURES, "ensemble": ENSEMBLE,
-                                           "analysis_overhead": OVERHEAD}).splitlines()
+                                           "analysis_overhead": OVERHEAD, "memory": MEMORY}).splitlines()
     assert table[:2] == ["| benchmark | measure | value |", "|---|---|---|"]
     assert table[2:] == [
         "| signatures | `add` N=40 | 0.002 s (median) |",
@@ -57,6 +65,9 @@ def test_headline_table_reads_each_benchmarks_numbers():
         "| ensemble | engine fraction of the matmul rate, small models (N = 10, d = 16) | 0.10 |",
         "| analysis_overhead | snapshots + alignment with the probe / training (staircase-add) | "
         "10.0 % of training (target at most 15 %: met) |",
+        "| memory | `NextTokenCounts`, streamed: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | 76 → 76 MiB |",
+        "| memory | `next_token_signature`, one-shot: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | "
+        "60 → 61 MiB |",
     ]
 
 

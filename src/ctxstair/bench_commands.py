@@ -1,12 +1,12 @@
 """``ctxstair bench`` (issue 8 item 6): run the scripts of ``benchmarks/`` and print one table of
 their headline numbers.
 
-    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead (≈ 2.5 min)
+    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, memory (≈ 3.5 min)
     ctxstair bench --only ensemble    # one of them
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
 command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
-and matmul fraction, the analysis overhead). ``benchmarks/`` is not part of the installed package,
+and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M tokens). ``benchmarks/`` is not part of the installed package,
 so the command needs a source checkout of the repository.
 """
 
@@ -64,9 +64,19 @@ def _overhead(output: str) -> list[tuple[str, str]]:
     return [("snapshots + alignment with the probe / training (staircase-add)", found.group(1) if found else "?")]
 
 
+def _memory(output: str) -> list[tuple[str, str]]:
+    """Peak heap of each stage at the smallest and the largest corpus (does it grow with length?)."""
+    stages: dict[str, list[list[str]]] = {}
+    for row in _table(output):
+        stages.setdefault(row[0], []).append(row)
+    return [(f"{stage}: peak heap (tracemalloc) from {rows[0][1]} to {rows[-1][1]} tokens",
+             f"{rows[0][-1]} → {rows[-1][-1]} MiB") for stage, rows in stages.items()]
+
+
 #: Benchmark name -> headline numbers read from its output; run in this order.
 HEADLINES: dict[str, Callable[[str], list[tuple[str, str]]]] = {
-    "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead}
+    "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead,
+    "memory": _memory}
 
 
 def headline_table(outputs: dict[str, str]) -> str:
