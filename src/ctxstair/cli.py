@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="train only: no snapshot files, alignment analysis or report (issue 8 item 1)")
     add_device_option(run)
     mode = run.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
+    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration); start it if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
 
     report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory")

@@ -28,7 +28,7 @@ def register(commands) -> None:
     train.add_argument("--no-analysis", action="store_true", help="train only (analysis.enabled=false)")
     add_device_option(train)
     mode = train.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration)")
+    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration); start it if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
     train.set_defaults(handler=train_command)
 

@@ -33,7 +33,7 @@ def register(commands) -> None:
     add_device_option(sweep)
     sweep.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/<recipe>-sweep)")
     mode = sweep.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="run the cells that are missing (same sweep)")
+    mode.add_argument("--resume", action="store_true", help="run the cells that are missing (same sweep); start the sweep if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing sweep directory")
     sweep.set_defaults(handler=cmd_sweep)
 
