@@ -606,6 +606,14 @@ def test_lm_train_refuses_a_corpus_the_analysis_could_not_use(tmp_path, capsys):
     assert str(corpus) in err and not out.exists()
 
 
+def test_lm_train_refuses_an_oversized_model_before_writing(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = _cli(["lm", "train", "--set", "model.d_model=10000000", "--set", "train.steps=2", "--out", str(out)],
+                     capsys)
+    _assert_refused(code, err, "the embedding W_E (vocab, model.d_model) of shape")
+    assert "GiB, above the budget" in err and not out.exists()
+
+
 @pytest.mark.parametrize("key", ["analysis.enabled=true", "snapshots.save=0"])
 def test_no_analysis_refuses_the_keys_it_sets(tmp_path, capsys, key):
     code, err = _cli(["run", "staircase-add", "--no-analysis", "--set", key, "--out", str(tmp_path / "out")], capsys)

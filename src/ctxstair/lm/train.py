@@ -44,6 +44,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 from ctxstair.config import dump_yaml, load_yaml
+from ctxstair.checks import check_dense_size
 from ctxstair.devices import check_device_name, resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.rundir import write_resources
@@ -224,6 +225,18 @@ def lr_factor(step: int, cfg: LMTrainConfig) -> float:
 
 
 # ------------------------------------------------------------------------------------ training
+
+def check_memory(cfg: LMConfig, vocab_size: int) -> None:
+    """Refuse, before anything is allocated or written, a model whose largest weight matrices or
+    one batch's logits (float32) exceed the memory budget of one dense array
+    (:func:`ctxstair.checks.default_max_bytes`, ``CTXSTAIR_MAX_GIB``)."""
+    dec = cfg.decoder_config(vocab_size)
+    for shape, what in [((vocab_size, dec.d_model), "the embedding W_E (vocab, model.d_model)"),
+                        ((dec.d_mlp, dec.d_model), "an MLP matrix (model.d_mlp, model.d_model)"),
+                        ((dec.n_heads * dec.head_dim, dec.d_model), "an attention matrix (heads × head_dim, model.d_model)"),
+                        ((cfg.train.batch_size, cfg.corpus.window, vocab_size), "the logits of one batch (batch, window, vocab)")]:
+        check_dense_size(shape, None, what, "lower the model or batch sizes", itemsize=4)
+
 
 def build_model(cfg: LMConfig, vocab_size: int) -> DecoderLM:
     """The γ-initialised decoder of ``cfg`` (float32)."""
@@ -407,6 +420,7 @@ def _prepare(cfg: LMConfig, out: Path, resume: bool, force: bool) -> tuple[TextT
     if out.exists() and not force:
         raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
     tokenizer, windows = corpus_windows(cfg)  # bad input fails here, before anything is written
+    check_memory(cfg, tokenizer.vocab_size)
     if cfg.analysis.enabled:
         _check_analysable(cfg, tokenizer, windows)
     with fresh_output_dir(out, force=force) as staging:
