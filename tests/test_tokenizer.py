@@ -120,7 +120,7 @@ def test_long_texts_are_encoded_piecewise_with_the_ids_of_one_call(monkeypatch):
     text += "end  \r\nTab\tline\n   indented\nnaïve café — ünïcode\n\n"
     tok = TextTokenizer.train_bpe(text, vocab_size=400)
     whole = np.asarray(tok.tokenizer.encode(text, add_special_tokens=False).ids)
-    assert tok._splits_at_newlines()
+    assert tok._splits_at_newlines
     monkeypatch.setattr(tokenizer_module, "PIECE_CHARS", 97)
     np.testing.assert_array_equal(tok.encode(text), whole)
     np.testing.assert_array_equal(tok.encode(text, max_tokens=1234), whole[:1234])
@@ -133,5 +133,5 @@ def test_a_tokenizer_with_a_normaliser_is_encoded_in_one_call():
     word_level.normalizer = normalizers.Lowercase()
     word_level.pre_tokenizer = pre_tokenizers.Metaspace()
     tok = TextTokenizer(word_level)
-    assert not tok._splits_at_newlines()
+    assert not tok._splits_at_newlines
     assert tok.encode("A b\nB a", max_tokens=3).size == 3

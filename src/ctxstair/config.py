@@ -157,25 +157,19 @@ class RunConfig:
         _choice("train.dtype", self.train.dtype, DTYPES)
         _choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
         check_device_name("train.device", self.train.device)
-        for key, value, low in [
+        check_minimum([
             ("model.d", self.model.d, 1), ("model.d_k", self.model.d_k, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
             ("train.batch_size", self.train.batch_size, 0), ("train.members", self.train.members, 1),
             ("train.seed", self.train.seed, 0), ("snapshots.log_points", self.snapshots.log_points, 0),
             ("snapshots.every", self.snapshots.every, 1), ("analysis.probe_folds", self.analysis.probe_folds, 2),
             ("analysis.probe_steps", self.analysis.probe_steps, 0), ("analysis.probe_restarts", self.analysis.probe_restarts, 1),
-        ]:
-            if value < low:
-                raise InputError(f"{key} must be >= {low}, got {value}")
-        for key, value in [("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
-                           ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol),
-                           ("model.init.gamma", self.model.init.gamma),
-                           *[(f"model.init.{name}", getattr(self.model.init, name))
-                             for name in ("embedding", "unembedding", "qk", "ov") if getattr(self.model.init, name) is not None]]:
-            if not value > 0:
-                raise InputError(f"{key} must be > 0, got {value}")
-        for key, value in [("train.momentum", self.train.momentum), ("train.weight_decay", self.train.weight_decay)]:
-            if value < 0:
-                raise InputError(f"{key} must be >= 0, got {value}")
+            ("train.momentum", self.train.momentum, 0), ("train.weight_decay", self.train.weight_decay, 0),
+        ])
+        check_positive([("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
+                        ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol),
+                        ("model.init.gamma", self.model.init.gamma),
+                        *[(f"model.init.{name}", getattr(self.model.init, name))
+                          for name in ("embedding", "unembedding", "qk", "ov") if getattr(self.model.init, name) is not None]])
         if self.train.optimizer == "flow":
             if self.train.batch_size != 0:
                 raise InputError(f"train.optimizer=flow integrates the full-batch gradient flow: train.batch_size must "
@@ -329,6 +323,20 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     if kind is Any:
         return value
     raise InputError(f"{key} must be of type {getattr(kind, '__name__', kind)}, got {value!r}")
+
+
+def check_minimum(items: list[tuple[str, float, float]]) -> None:
+    """InputError naming the first ``(key, value, low)`` whose value is below ``low``."""
+    for key, value, low in items:
+        if value < low:
+            raise InputError(f"{key} must be >= {low}, got {value}")
+
+
+def check_positive(items: list[tuple[str, float]]) -> None:
+    """InputError naming the first ``(key, value)`` whose value is not > 0 (NaN included)."""
+    for key, value in items:
+        if not value > 0:
+            raise InputError(f"{key} must be > 0, got {value}")
 
 
 def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:

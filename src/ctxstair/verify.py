@@ -43,10 +43,11 @@ def verify_run(run: Path) -> tuple[int, int]:
     if not state.is_file():
         return snapshots, 0
     info = json.loads(state.read_text())
-    name = info.get("tensors") or info.get("file")
-    data = (run / "checkpoint" / name).read_bytes() if (run / "checkpoint" / name).is_file() else b""
+    path = run / "checkpoint" / (info.get("tensors") or info.get("file"))  # ensemble / language-model checkpoint
+    if not path.is_file():
+        raise InputError(f"{path} is missing although {state} names it")
     if "sha256" in info:
-        integrity.check_digest(run / "checkpoint" / name, data, info["sha256"])
+        integrity.check_digest(path, path.read_bytes(), info["sha256"])
     return snapshots, 1
 
 

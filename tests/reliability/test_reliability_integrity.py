@@ -15,6 +15,7 @@ from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.errors import InputError
 from ctxstair.lm.train import LMConfig, load_snapshot, snapshot_steps, train_lm
 from ctxstair.train import train_run
+from ctxstair.verify import verify_run
 
 SMALL = {"task.N": 6, "model.d": 8, "train.epochs": 60, "snapshots.log_points": 4, "snapshots.every": 20,
          "train.optimizer": "adam", "train.lr": 0.01}
@@ -121,6 +122,10 @@ def test_corrupted_checkpoint_is_refused_on_resume(tmp_path):
     tensors.write_bytes(bytes(data))
     with pytest.raises(InputError, match=f"{tensors}.* is corrupted or truncated"):
         train_run(cfg, tmp_path / "run", resume=True, progress=False)
+    assert main(["verify", str(tmp_path / "run")]) == 2
+    tensors.unlink()
+    with pytest.raises(InputError, match=f"{tensors} is missing although .*state.json names it"):
+        verify_run(tmp_path / "run")
 
 
 def test_language_model_snapshots_and_checkpoints_are_verified(tmp_path, capsys):

@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -131,7 +132,7 @@ class TextTokenizer:
         each) exist for one piece at a time and encoding stops once ``max_tokens`` are reached
         (issue 9 item 6). Other tokenizers (SentencePiece-style, with a normaliser) encode the
         whole text in one call."""
-        if not self._splits_at_newlines():
+        if not self._splits_at_newlines:
             ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
             return ids[:max_tokens] if max_tokens else ids
         parts, count, start = [], 0, 0
@@ -143,6 +144,7 @@ class TextTokenizer:
         ids = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         return ids[:max_tokens] if max_tokens else ids
 
+    @functools.cached_property
     def _splits_at_newlines(self) -> bool:
         """Whether encoding may be split after a newline followed by a non-space character: no
         normaliser and only byte-level pre-tokenization (optionally after a regex split or digit

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from ctxstair.config import dump_yaml, load_yaml
+from ctxstair.config import check_minimum, check_positive, dump_yaml, load_yaml
 from ctxstair.checks import check_dense_size
 from ctxstair.devices import check_device_name, resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
@@ -148,17 +148,13 @@ class LMConfig:
         """Check ranges and choices; return self or raise InputError naming the key."""
         if self.corpus.tokenizer not in TOKENIZERS:
             raise InputError(f"corpus.tokenizer must be one of {', '.join(TOKENIZERS)}; got {self.corpus.tokenizer!r}")
-        for key, value, low in [("corpus.vocab_size", self.corpus.vocab_size, 257), ("corpus.window", self.corpus.window, 2),
-                                ("corpus.max_tokens", self.corpus.max_tokens, 0), ("train.steps", self.train.steps, 1),
-                                ("train.batch_size", self.train.batch_size, 1), ("train.seed", self.train.seed, 0),
-                                ("snapshots.log_points", self.snapshots.log_points, 0), ("snapshots.every", self.snapshots.every, 1),
-                                ("analysis.k", self.analysis.k, 4), ("analysis.probe_steps", self.analysis.probe_steps, 0),
-                                ("analysis.windows", self.analysis.windows, 1)]:
-            if value < low:
-                raise InputError(f"{key} must be >= {low}, got {value}")
-        for key, value in [("train.lr", self.train.lr), ("model.gamma", self.model.gamma)]:
-            if not value > 0:
-                raise InputError(f"{key} must be > 0, got {value}")
+        check_minimum([("corpus.vocab_size", self.corpus.vocab_size, 257), ("corpus.window", self.corpus.window, 2),
+                       ("corpus.max_tokens", self.corpus.max_tokens, 0), ("train.steps", self.train.steps, 1),
+                       ("train.batch_size", self.train.batch_size, 1), ("train.seed", self.train.seed, 0),
+                       ("snapshots.log_points", self.snapshots.log_points, 0), ("snapshots.every", self.snapshots.every, 1),
+                       ("analysis.k", self.analysis.k, 4), ("analysis.probe_steps", self.analysis.probe_steps, 0),
+                       ("analysis.windows", self.analysis.windows, 1)])
+        check_positive([("train.lr", self.train.lr), ("model.gamma", self.model.gamma)])
         for key, value in [("train.warmup", self.train.warmup), ("train.final_lr_fraction", self.train.final_lr_fraction),
                            ("analysis.heldout_fraction", self.analysis.heldout_fraction)]:
             if not 0 <= value < 1:
