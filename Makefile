@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test stress bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# Thirty kills of `ctxstair run` and `ctxstair lm train` under load, each resumed: byte-identical (≈ 9 min).
+stress: $(STAMP)
+	$(BIN)/python -m pytest -q -m stress tests/reliability
 
 bench: $(STAMP)
 	$(BIN)/ctxstair bench

@@ -1,13 +1,21 @@
-"""Shared pytest setup: tests marked ``slow`` (full-size experiments) run only when asked for
-with ``pytest -m slow``; the default run skips them."""
+"""Shared pytest setup: opt-in tests. Tests marked ``slow`` (full-size experiments) run only with
+``pytest -m slow``, tests marked ``stress`` (thirty kills under load, ≈ 9 min) only with
+``pytest -m stress`` (`make stress`, which CI runs after `make test`); the default run skips both
+and says so."""
 
 import pytest
 
+import ctxstair  # noqa: F401  -- first, so that numpy and torch load with its floating-point set-up, as in `ctxstair`
+
+OPT_IN = {"slow": "full-size experiment: opt in with `pytest -m slow`",
+          "stress": "kill-and-resume stress test under load: opt in with `pytest -m stress` (make stress)"}
+
 
 def pytest_collection_modifyitems(config, items):
-    if "slow" in (config.getoption("markexpr") or ""):
-        return
-    skip = pytest.mark.skip(reason="full-size experiment: opt in with `pytest -m slow`")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+    asked = config.getoption("markexpr") or ""
+    for marker, reason in OPT_IN.items():
+        if marker in asked:
+            continue
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))

@@ -9,6 +9,7 @@ import pytest
 
 from ctxstair import rundir
 from ctxstair.recipes import run_recipe
+from ctxstair.recipes.attention import MOD_SEEDS
 from ctxstair.theory import attention_forward, attention_path_gradients
 from ctxstair.theory.attention_run import ATTENTION_COLUMNS, group_rows, read_attention_run
 
@@ -49,12 +50,13 @@ def test_attention_arith_meets_f5a(outs):
     out = outs["attention-arith"]
     assert [k["name"] for k in key_numbers(out) if k["met"] is False] == []
     s = json.loads((out / "summary.json").read_text())
-    add, mod = s["add"][0], s["mod"][0]
+    add, mod = s["add"][0], s["mod"]
     assert add["peak"] >= 0.9 and add["probe_end"] > add["end"]
-    assert mod["collinear"] >= 0.9 and mod["probe_end"] > mod["probe_collinear"]
+    # mod does not learn: where its probe ends is decided by rounding, so it is judged over seeds
+    assert len(mod) == MOD_SEEDS >= 3 and min(m["collinear"] for m in mod) >= 0.9
     order0 = rundir.read_alignment(out / "mod")
     assert not order0["defined"][order0["signature"] == "order0"].any()  # every order-0 signature of mod is equal
-    check_report(out, [f"{add['peak']:.3f}", f"{mod['probe_end']:.3f}"], n_figures=6)
+    check_report(out, [f"{add['peak']:.3f}", *(f"{m['probe_end']:.3f}" for m in mod)], n_figures=6)
 
 
 def test_group_rows_against_a_direct_computation():

@@ -43,6 +43,13 @@ MEMORY = """| stage | tokens | seconds | peak RSS (MiB) | RSS after imports (MiB
 | `next_token_signature`, one-shot | 20,000,000 | 0.2 | 431 | 282 | 60 |
 | `next_token_signature`, one-shot | 50,000,000 | 0.5 | 545 | 282 | 61 |
 """
+REPRODUCIBLE = """| mode | threads | matmul float32 2048² (GFLOP/s) | staircase-add wall (s, median) |
+|---|---|---|---|
+| default | 2 | 180 | 21.0 |
+| reproducible | 2 | 60 | 28.0 |
+
+reproducible / default: matmul rate 0.33×, staircase-add time 1.33×
+"""
 SIGNATURES = """| workload | median (s) | min (s) |
 |---|---|---|
 | `add` N=40 | 0.002 | 0.002 |
@@ -52,7 +59,8 @@ SIGNATURES = """| workload | median (s) | min (s) |
 
 def test_headline_table_reads_each_benchmarks_numbers():
     table = bench_commands.headline_table({"signatures": SIGNATURES, "ensemble": ENSEMBLE,
-                                           "analysis_overhead": OVERHEAD, "memory": MEMORY}).splitlines()
+                                           "analysis_overhead": OVERHEAD, "memory": MEMORY,
+                                           "reproducible": REPRODUCIBLE}).splitlines()
     assert table[:2] == ["| benchmark | measure | value |", "|---|---|---|"]
     assert table[2:] == [
         "| signatures | `add` N=40 | 0.002 s (median) |",
@@ -68,6 +76,8 @@ def test_headline_table_reads_each_benchmarks_numbers():
         "| memory | `NextTokenCounts`, streamed: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | 76 → 76 MiB |",
         "| memory | `next_token_signature`, one-shot: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | "
         "60 → 61 MiB |",
+        "| reproducible | reproducible mode / default: float32 matmul rate | 0.33× |",
+        "| reproducible | reproducible mode / default: staircase-add wall time | 1.33× |",
     ]
 
 

@@ -103,7 +103,7 @@ def test_run_directory_contents(tmp_path):
     run = train_run(cfg, tmp_path / "run", progress=False)
     names = sorted(p.name for p in run.iterdir())
     assert names == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json", "signatures.npz", "snapshots"]
-    assert set(json.loads((run / "resources.json").read_text())) == {"peak_rss_mib", "seconds"}
+    assert set(json.loads((run / "resources.json").read_text())) == {"peak_rss_mib", "seconds", "numerics"}
     assert not (run / "checkpoint").exists()
     assert not [p for p in run.rglob("*") if p.name.startswith(".")]  # no temporary files left
 

@@ -1,12 +1,13 @@
 """``ctxstair bench`` (issue 8 item 6): run the scripts of ``benchmarks/`` and print one table of
 their headline numbers.
 
-    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, memory (≈ 3.5 min)
+    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, memory,
+                                      # reproducible (≈ 6.5 min)
     ctxstair bench --only ensemble    # one of them
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
 command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
-and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M tokens). ``benchmarks/`` is not part of the installed package,
+and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M tokens, the cost of reproducible mode). ``benchmarks/`` is not part of the installed package,
 so the command needs a source checkout of the repository.
 """
 
@@ -73,10 +74,16 @@ def _memory(output: str) -> list[tuple[str, str]]:
              f"{rows[0][-1]} → {rows[-1][-1]} MiB") for stage, rows in stages.items()]
 
 
+def _reproducible(output: str) -> list[tuple[str, str]]:
+    found = re.search(r"reproducible / default: matmul rate (\S+?×), staircase-add time (\S+?×)", output)
+    return [("reproducible mode / default: float32 matmul rate", found.group(1) if found else "?"),
+            ("reproducible mode / default: staircase-add wall time", found.group(2) if found else "?")]
+
+
 #: Benchmark name -> headline numbers read from its output; run in this order.
 HEADLINES: dict[str, Callable[[str], list[tuple[str, str]]]] = {
     "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead,
-    "memory": _memory}
+    "memory": _memory, "reproducible": _reproducible}
 
 
 def headline_table(outputs: dict[str, str]) -> str:

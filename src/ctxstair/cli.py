@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from ctxstair import rundir, tasks
+from ctxstair import numerics, rundir, tasks
 from ctxstair.config import parse_overrides
 from ctxstair.devices import add_device_option, with_device
 from ctxstair.errors import InputError, RunFailed
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     sig.add_argument("--out", type=Path, default=None, help="output directory (default runs/<task>-signatures)")
     sig.add_argument("--force", action="store_true", help="replace an existing output directory")
     sig.add_argument("--max-gib", type=float, default=2.0, help="memory budget per dense signature, GiB")
+    numerics.add_reproducible_option(sig)
 
     commands.add_parser("recipes", help="list the experiments: paper figure, expected observation, CPU time")
 
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-analysis", action="store_true",
                      help="train only: no snapshot files, alignment analysis or report (issue 8 item 1)")
     add_device_option(run)
+    numerics.add_reproducible_option(run)
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration); start it if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
@@ -151,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "reproducible", False):  # already on when started as `ctxstair`; in-process, checked here
+            numerics.configure(reproducible=True)
+        if hasattr(args, "reproducible") and numerics.settings()["mode"] == "reproducible":
+            numerics.apply_to_torch()  # a CPU without AVX2 is refused before anything is written
         (_COMMANDS.get(args.command) or args.handler)(args)
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)

@@ -22,6 +22,7 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from ctxstair.errors import InputError
+from ctxstair import numerics
 from ctxstair.integrity import check_progress, read_verified, write_verified
 from ctxstair.io import atomic_write_text
 from ctxstair.signatures.hierarchy import SignatureHierarchy
@@ -179,8 +180,10 @@ def peak_rss_mib() -> float:
 def write_resources(run_dir: str | os.PathLike, seconds: float) -> None:
     """Write ``resources.json``: the process's peak resident memory (MiB) and the seconds this
     training session took (after a resume, the resumed part only). Machine-dependent, so it is the
-    one file of a run directory that differs between identical runs (issue 9 item 6)."""
-    write_json(run_dir, "resources.json", {"peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(seconds, 3)})
+    one file of a run directory that differs between identical runs (issue 9 item 6). ``numerics``
+    records the floating-point set-up the numbers were computed with (:func:`ctxstair.numerics.settings`)."""
+    write_json(run_dir, "resources.json", {"peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(seconds, 3),
+                                           "numerics": numerics.settings()})
 
 
 def write_json(run_dir: str | os.PathLike, name: str, payload: dict) -> None:

@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ctxstair import numerics
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -29,6 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     semantics.add_argument("--min-count", type=int, default=5, help="leave out words seen fewer times")
     semantics.add_argument("--out", type=Path, default=None, help="output directory (default runs/semantics-<corpus>)")
     semantics.add_argument("--force", action="store_true", help="replace an existing output directory")
+    numerics.add_reproducible_option(semantics)
     semantics.set_defaults(handler=cmd_semantics)
 
 

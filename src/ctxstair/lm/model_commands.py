@@ -13,6 +13,8 @@ import contextlib
 import json
 from pathlib import Path
 
+from ctxstair import numerics
+
 
 def register(commands) -> None:
     """Add ``analyze-model`` to the ``ctxstair`` sub-commands."""
@@ -28,6 +30,7 @@ def register(commands) -> None:
     parser.add_argument("--no-probe", action="store_true", help="ρ_next only: skip the prefix probe and its baseline")
     parser.add_argument("--out", type=Path, default=None, help="write analysis.json and analysis.png here")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    numerics.add_reproducible_option(parser)
     parser.set_defaults(handler=analyze_model_command)
 
 

@@ -43,6 +43,7 @@ import torch.distributed as dist
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
+from ctxstair import numerics
 from ctxstair.config import check_minimum, check_positive, dump_yaml, load_yaml
 from ctxstair.checks import check_dense_size
 from ctxstair.devices import check_device_name, resolve_device
@@ -298,6 +299,7 @@ def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: boo
 def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
            hook: Callable[[int], None] | None) -> Path:
     lead, started = ranks.rank == 0, time.perf_counter()
+    numerics.apply_to_torch()
     tokenizer, windows = _prepare_ranks(cfg, out, ranks, resume, force)
     if resume and not (out / "checkpoint" / "state.json").is_file() and any(
             r["step"] == cfg.train.steps and "val_loss" in r for r in read_metrics(out)):

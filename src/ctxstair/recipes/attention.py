@@ -33,9 +33,10 @@ from ctxstair.report import attention_figures, run_figures
 from ctxstair.theory.attention_run import PATHS, analyse_attention_run, group_series, read_attention_run
 
 
-def _config(name: str, task: TaskConfig, lr: float, epochs: int, batch_size: int = 0, every: int = 100) -> RunConfig:
+def _config(name: str, task: TaskConfig, lr: float, epochs: int, batch_size: int = 0, every: int = 100,
+            members: int = 1) -> RunConfig:
     return RunConfig(recipe=name, task=task, model=ModelConfig(kind="attention", d=128, d_k=64, init=InitConfig(gamma=1.0)),
-                     train=TrainConfig(optimizer="adam", lr=lr, epochs=epochs, batch_size=batch_size),
+                     train=TrainConfig(optimizer="adam", lr=lr, epochs=epochs, batch_size=batch_size, members=members),
                      snapshots=SnapshotConfig(every=every))
 
 
@@ -48,6 +49,11 @@ def _path_share(table: dict, group: str, member: int, epoch: int, path: str) -> 
 
 
 # ------------------------------------------------------------------------------- attention-arith (F5a)
+
+#: Seeds of the mod part. The attention-only model does not learn mod, and where its order-1 probe
+#: ends depends on when each seed leaves the plateau: 0.15-0.98 over 8 seeds and two code paths,
+#: 3 of 16 below 0.5 (docs/reliability.md). So mod is judged over seeds, on the rise of the probe.
+MOD_SEEDS = 3
 
 def _mod_numbers(run: Path, m: int) -> dict:
     """Collinear phase and late order-1 structure of a ``mod`` run (all order-0 signatures equal)."""
@@ -75,6 +81,9 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
     b = {key: ms.median([p[key] for p in mod]) for key in ("collinear", "probe_collinear", "probe_end", "acc_end",
                                                            "value_share_init")}
     fa, fb = add[0], mod[0]
+    rise = ms.median([p["probe_end"] - p["probe_collinear"] for p in mod])
+    collinear_probes = [p["probe_collinear"] for p in mod]
+    noise = max(collinear_probes) - min(collinear_probes)
     keys = [
         KeyNumber("add: order-0 Pearson at its early peak",
                   f"{ms.fmt(a['peak'])} at epoch {fa['peak_epoch']} (loss {ms.fmt(fa['peak_loss'], 2)}; halfway "
@@ -87,9 +96,13 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("mod: order-0 1 − MSE at its maximum (all order-0 signatures are equal)",
                   f"{ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}", "≈ 1: embeddings collinear early; met if ≥ 0.9",
                   bool(b["collinear"] >= 0.9)),
-        KeyNumber("mod: held-out order-1 probe, collinear phase → end",
-                  f"{ms.fmt(b['probe_collinear'])} → {ms.fmt(b['probe_end'])}", "order-1 structure forms later: ≥ 0.5 at the end",
-                  bool(b["probe_end"] >= 0.5 and b["probe_end"] > b["probe_collinear"])),
+        KeyNumber(f"mod: held-out order-1 probe, collinear phase → end (median over {len(mod)} seed(s))",
+                  f"{ms.fmt(b['probe_collinear'])} → {ms.fmt(b['probe_end'])} (per seed at the end: "
+                  f"{', '.join(ms.fmt(p['probe_end']) for p in mod)}; median rise {ms.fmt(rise)}, seed-to-seed "
+                  f"spread of the probe in the collinear phase {ms.fmt(noise)})",
+                  "order-1 structure forms later: the median rise exceeds the collinear-phase spread, over ≥ 3 "
+                  "seeds; the end value itself is not judged (it depends on when each seed leaves the plateau)",
+                  bool(rise > noise) if len(mod) >= 3 else None),
         KeyNumber("mod: training accuracy at the end", f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}; "
                   f"≥ 95 % first at epoch {fb['learned']})",
                   "not asserted: the paper's F8a finds attention-only aligns with order 1 but fails mod (N = 40)", None),
@@ -104,7 +117,8 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
         f"the held-out order-1 probe at {ms.fmt(a['probe_end'])} against {ms.fmt(a['end'])} for order 0 "
         f"(accuracy {ms.fmt(a['acc_end'])}). On mod, where every order-0 signature is the same, the embeddings first "
         f"become collinear (1 − MSE {ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}) and the order-1 probe "
-        f"then rises from {ms.fmt(b['probe_collinear'])} to {ms.fmt(b['probe_end'])}, while accuracy ends at "
+        f"then rises from {ms.fmt(b['probe_collinear'])} to {ms.fmt(b['probe_end'])} (medians over {len(mod)} seeds; "
+        f"where it ends varies from seed to seed), while accuracy ends at "
         f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}): the staircase of signature orders appears in the "
         f"attention model too, and on mod the structure forms without the task being solved (compare F8a)."
         + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
@@ -217,7 +231,8 @@ register(Recipe(
     expectation="attention-only model: add aligns with order 0 early and order 1 late; mod collinear early, order-1 "
                 "structure later",
     cpu_time="≈ 20 s (3000 epochs; the paper's 10,000 with --set train.epochs=10000: ≈ 1 min)",
-    runs=lambda: {part: _config("attention-arith", TaskConfig(part, {"N": 20}), 1e-2, 3000) for part in ("add", "mod")},
+    runs=lambda: {part: _config("attention-arith", TaskConfig(part, {"N": 20}), 1e-2, 3000,
+                                members=MOD_SEEDS if part == "mod" else 1) for part in ("add", "mod")},
     conclude=conclude_arith,
     extra_analysis=analyse_attention_run,
     extra_file="attention.csv",

@@ -23,6 +23,7 @@ import numpy as np
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
+from ctxstair.numerics import describe
 
 __all__ = ["write_report"]
 
@@ -34,6 +35,7 @@ body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; col
 h1 { font-size: 1.6em; margin-bottom: 0.3em; }
 h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
 p.summary { font-size: 1.05em; }
+p.provenance { color: #555; font-size: 0.9em; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.95em; }
 th, td { border: 1px solid #d0d0d0; padding: 0.35em 0.8em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
@@ -89,6 +91,7 @@ def write_report(
         f'<p class="summary">{escape(str(summary_paragraph))}</p>',
         "<h2>Key numbers</h2>",
         _key_number_table(key_numbers),
+        *_provenance(run_dir),
         "<h2>Figures</h2>",
         *(_figure(run_dir, i, caption, path) for i, (caption, path) in enumerate(figures, 1)),
         "<h2>Configuration</h2>",
@@ -101,6 +104,19 @@ def write_report(
     path = run_dir / "report.html"
     atomic_write_text(path, "\n".join(parts))
     return path
+
+
+def _provenance(run_dir: Path) -> list[str]:
+    """One line per distinct floating-point set-up recorded in the ``resources.json`` of the run
+    directory and of its parts (mode, threads, BLAS, CPU code path, CPU; :mod:`ctxstair.numerics`)."""
+    lines = []
+    for path in [run_dir / "resources.json", *sorted(run_dir.glob("*/resources.json"))]:
+        if path.is_file():
+            record = json.loads(path.read_text(encoding="utf-8")).get("numerics")
+            line = f'<p class="provenance">{escape(describe(record))}</p>' if record else None
+            if line and line not in lines:
+                lines.append(line)
+    return lines
 
 
 def _key_number_table(rows: list[dict]) -> str:

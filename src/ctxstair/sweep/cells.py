@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxstair import rundir
+from ctxstair import numerics, rundir
 from ctxstair.recipes import measures as ms
 
 #: Columns of one member's numbers, in ``sweep.csv`` order.
@@ -117,5 +117,9 @@ def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | No
 
 
 def default_threads(workers: int) -> int:
-    """Torch threads per worker so that ``workers`` workers share this machine's cores."""
+    """Torch threads per worker so that ``workers`` workers share this machine's cores; in
+    reproducible mode the mode's fixed count, which the numbers depend on (:mod:`ctxstair.numerics`)."""
+    record = numerics.settings()
+    if record["mode"] == "reproducible":
+        return record["threads"]
     return max(1, (os.cpu_count() or 1) // max(1, workers))

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from ctxstair.config import parse_overrides
+from ctxstair import numerics
 from ctxstair.devices import add_device_option, with_device
 
 
@@ -31,6 +32,7 @@ def register(commands) -> None:
     sweep.add_argument("--ray-address", default=None, help="address of a running Ray cluster (default: RAY_ADDRESS, else a local instance)")
     sweep.add_argument("--no-analysis", action="store_true", help="train only: the table gets loss and accuracy, no alignment")
     add_device_option(sweep)
+    numerics.add_reproducible_option(sweep)
     sweep.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/<recipe>-sweep)")
     mode = sweep.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help="run the cells that are missing (same sweep); start the sweep if it does not exist yet")

@@ -31,7 +31,7 @@ import torch
 from torchdiffeq import odeint
 from tqdm import tqdm
 
-from ctxstair import rundir, tasks
+from ctxstair import numerics, rundir, tasks
 from ctxstair.checks import check_dense_size
 from ctxstair.config import RunConfig, dump_yaml, load_yaml
 from ctxstair.devices import resolve_device
@@ -266,6 +266,7 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
 def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: EpochHook | None,
                progress: bool | None) -> Path:
     started = time.perf_counter()
+    numerics.apply_to_torch()
     dataset = prepare(cfg, out, resume, force)
     if resume and not has_checkpoint(out) and _completed(out, cfg.train.epochs):
         return out  # already complete
