@@ -3,6 +3,10 @@
 ``pytest -m stress`` (`make stress`, which CI runs after `make test`); the default run skips both
 and says so."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import ctxstair  # noqa: F401  -- first, so that numpy and torch load with its floating-point set-up, as in `ctxstair`
@@ -19,3 +23,14 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def busy_core():
+    """A process spinning on the last usable core for the test's duration (at most 20 minutes)."""
+    core = max(os.sched_getaffinity(0))
+    burner = subprocess.Popen([sys.executable, "-c", f"import os, time\nos.sched_setaffinity(0, {{{core}}})\n"
+                               "end = time.monotonic() + 1200\nwhile time.monotonic() < end: pass"])
+    yield
+    burner.kill()
+    burner.wait()

@@ -5,9 +5,11 @@ Two promises rest on it (docs/reliability.md, "Same numbers"):
 * **Within one machine, always**: the same command gives byte-identical files, also under load and
   across kill-and-resume. The thread count is fixed for the whole process (``CTXSTAIR_THREADS``,
   else ``OMP_NUM_THREADS``, else the usable cores), dynamic threading is off (MKL and OpenMP may
-  otherwise shrink a team when the machine is busy), and MKL runs in conditional-numerical-
+  otherwise shrink a team when the machine is busy), MKL runs in conditional-numerical-
   reproducibility mode ``AUTO``, whose results do not depend on how an array happens to be aligned
-  in memory (two processes lay out the same tensors differently).
+  in memory (two processes lay out the same tensors differently), and torch uses its deterministic
+  kernels (the CPU backward of advanced indexing otherwise accumulates with atomics in thread
+  order: the attention ensemble's gradients differed between repeated identical calls under load).
 * **Across machines, in reproducible mode** (``CTXSTAIR_REPRODUCIBLE=1`` or ``--reproducible``):
   every library that picks a code path from the CPU is pinned to one that all x86-64 CPUs with AVX2
   run identically: MKL's ``COMPATIBLE`` branch (the only one that MKL keeps identical on Intel and
@@ -39,6 +41,8 @@ REPRODUCIBLE_THREADS = 2
 #: Always: fixed teams, and MKL results that do not depend on memory alignment (a user's own
 #: ``MKL_CBWR`` is kept in the default mode).
 _ALWAYS = {"MKL_DYNAMIC": "FALSE", "OMP_DYNAMIC": "FALSE"}
+#: cuBLAS needs a fixed workspace to be deterministic (PyTorch's reproducibility notes); kept if set.
+_DEFAULT_EVERYWHERE = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 _DEFAULT_MODE = {"MKL_CBWR": "AUTO"}
 #: Reproducible mode overrides whatever the environment says about code paths.
 _REPRODUCIBLE_MODE = {
@@ -85,9 +89,8 @@ def configure(reproducible: bool | None = None) -> dict:
     os.environ.update(environment)
     if reproducible:
         os.environ[REPRODUCIBLE_VARIABLE] = "1"
-    else:
-        for name, value in _DEFAULT_MODE.items():
-            os.environ.setdefault(name, value)
+    for name, value in {**_DEFAULT_EVERYWHERE, **({} if reproducible else _DEFAULT_MODE)}.items():
+        os.environ.setdefault(name, value)
     _state.update(reproducible=bool(reproducible), threads=threads)
     if "torch" in sys.modules:  # imported before ctxstair: its pool was sized from the old settings
         apply_to_torch()
@@ -103,7 +106,8 @@ def add_reproducible_option(parser) -> None:
 
 def apply_to_torch() -> None:
     """The first time: give torch the configured thread count (later calls leave a deliberate
-    ``torch.set_num_threads``, e.g. a sweep worker's share of the cores, alone), and if torch was
+    ``torch.set_num_threads``, e.g. a sweep worker's share of the cores, alone), turn on torch's
+    deterministic algorithms (warning only where none exists), and if torch was
     imported before ctxstair, turn MKL's dynamic threading off through MKL's own service call (MKL
     read ``MKL_DYNAMIC`` when torch loaded). In reproducible mode, check that torch runs the AVX2
     kernels: InputError on a CPU without AVX2."""
@@ -113,6 +117,11 @@ def apply_to_torch() -> None:
         configure()
     if not _state.get("torch_threads_set"):
         torch.set_num_threads(_state["threads"])
+        # Deterministic kernels where torch has a choice: on the CPU, the backward of advanced
+        # indexing (index_put_ with accumulate) otherwise adds with atomics from several threads in
+        # whatever order they run. warn_only: an op without a deterministic kernel (some CUDA ones)
+        # warns instead of stopping a run.
+        torch.use_deterministic_algorithms(True, warn_only=True)
         if _state["torch_first"]:
             _mkl_dynamic_off(torch)
         _state["torch_threads_set"] = True

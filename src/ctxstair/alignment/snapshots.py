@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstair import rundir
+from ctxstair import numerics, rundir
 from ctxstair.alignment.fourier import fourier_alignment
 from ctxstair.alignment.probe import probe_alignment
 from ctxstair.alignment.similarity import compare, cosine_matrix, signature_cosine
@@ -34,6 +34,7 @@ def embedding_stack(run_dir: str | Path, tokens: np.ndarray) -> tuple[np.ndarray
 
 def analyse_run(run_dir: str | Path, settings: AnalysisConfig | None = None) -> list[dict]:
     """Compute every alignment row of the run and write ``alignment.csv``; return the rows."""
+    numerics.apply_to_torch()  # deterministic kernels for the probe's fits (also when called alone)
     settings = settings or AnalysisConfig()
     sigs = rundir.read_signatures(run_dir)
     tokens = sigs.tokens

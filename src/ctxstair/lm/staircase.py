@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ctxstair import rundir
+from ctxstair import numerics, rundir
 from ctxstair.alignment import compare, cosine_matrix, signature_cosine
 from ctxstair.config import load_yaml
 from ctxstair.lm import analysis
@@ -47,6 +47,7 @@ def read_config(out: str | Path) -> LMConfig:
 def analyse_lm_run(out: str | Path) -> None:
     """Compute every measurement of the module docstring; write ``alignment.csv``, ``lm_analysis.csv``
     and ``lm_tokens.json`` (the eligible tokens and the probe's split)."""
+    numerics.apply_to_torch()  # deterministic kernels for the probe's fits (also when called alone)
     out = Path(out)
     cfg = read_config(out)
     tokenizer, windows = corpus_windows(cfg, out)
