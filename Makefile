@@ -19,7 +19,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# Thirty kills of `ctxstair run` and `ctxstair lm train` under load, each resumed: byte-identical (≈ 9 min).
+# Thirty kills each of `ctxstair run staircase-add` and `ctxstair lm train`, twelve of attention-arith,
+# all under load and each resumed: byte-identical (≈ 12 min).
 stress: $(STAMP)
 	$(BIN)/python -m pytest -q -m stress tests/reliability
 

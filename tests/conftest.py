@@ -1,5 +1,5 @@
 """Shared pytest setup: opt-in tests. Tests marked ``slow`` (full-size experiments) run only with
-``pytest -m slow``, tests marked ``stress`` (thirty kills under load, ≈ 9 min) only with
+``pytest -m slow``, tests marked ``stress`` (thirty kills under load, ≈ 12 min) only with
 ``pytest -m stress`` (`make stress`, which CI runs after `make test`); the default run skips both
 and says so."""
 

@@ -53,17 +53,14 @@ def _path_share(table: dict, group: str, member: int, epoch: int, path: str) -> 
 #: Seeds of the mod part. The attention-only model does not learn mod, and where its order-1 probe
 #: ends depends on when each seed leaves the plateau: 0.15-0.98 over 8 seeds and two code paths,
 #: 3 of 16 below 0.5 (docs/reliability.md). So mod is judged over seeds, on the rise of the probe.
-MOD_SEEDS = 3
+MOD_SEEDS = ms.MIN_SEEDS
 
 def _mod_numbers(run: Path, m: int) -> dict:
     """Collinear phase and late order-1 structure of a ``mod`` run (all order-0 signatures equal)."""
     table = rundir.read_alignment(run)
-    epochs, one_minus_mse = rundir.alignment_series(table, "order0", m, "one_minus_mse")
-    _, probe = rundir.alignment_series(table, "order1_probe", m)
+    epochs, _ = rundir.alignment_series(table, "order0", m, "one_minus_mse")
     acc_epochs, acc = ms.metric_series(run, m, "acc")
-    collinear = int(np.nanargmax(one_minus_mse))
-    return dict(collinear=float(one_minus_mse[collinear]), collinear_epoch=int(epochs[collinear]),
-                probe_collinear=float(probe[collinear]), probe_end=float(probe[-1]), acc_end=float(acc[-1]),
+    return dict(**ms.collinear_phase_probe(run, m), acc_end=float(acc[-1]),
                 chance=1.0 / len(rundir.read_signatures(run).labels), learned=ms.first_epoch(acc_epochs, acc >= 0.95),
                 last_epoch=int(epochs[-1]), value_share_init=_path_share(read_attention_run(run), "tokens", m, 0, "value"))
 
@@ -81,9 +78,7 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
     b = {key: ms.median([p[key] for p in mod]) for key in ("collinear", "probe_collinear", "probe_end", "acc_end",
                                                            "value_share_init")}
     fa, fb = add[0], mod[0]
-    rise = ms.median([p["probe_end"] - p["probe_collinear"] for p in mod])
-    collinear_probes = [p["probe_collinear"] for p in mod]
-    noise = max(collinear_probes) - min(collinear_probes)
+    rise, noise, rises = ms.probe_rise(mod)
     keys = [
         KeyNumber("add: order-0 Pearson at its early peak",
                   f"{ms.fmt(a['peak'])} at epoch {fa['peak_epoch']} (loss {ms.fmt(fa['peak_loss'], 2)}; halfway "
@@ -102,7 +97,7 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
                   f"spread of the probe in the collinear phase {ms.fmt(noise)})",
                   "order-1 structure forms later: the median rise exceeds the collinear-phase spread, over ≥ 3 "
                   "seeds; the end value itself is not judged (it depends on when each seed leaves the plateau)",
-                  bool(rise > noise) if len(mod) >= 3 else None),
+                  rises),
         KeyNumber("mod: training accuracy at the end", f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}; "
                   f"≥ 95 % first at epoch {fb['learned']})",
                   "not asserted: the paper's F8a finds attention-only aligns with order 1 but fails mod (N = 40)", None),

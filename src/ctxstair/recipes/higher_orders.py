@@ -127,8 +127,10 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
                   all(p["peak"] >= NEAR_ONE for p in per)),
         KeyNumber("order-0 1 − MSE: minimum after the peak", f"{each('dip')} at epochs {each('dip_epoch')}",
                   "negative, between the peak and the end", all(p["dip"] < 0 for p in per) and ordered),
-        KeyNumber("order-0 1 − MSE at the end", each("end"), f"≈ 0 (|·| ≤ {NEAR_ZERO})",
-                  all(abs(p["end"]) <= NEAR_ZERO for p in per)),
+        KeyNumber(f"order-0 1 − MSE at the end (per seed; judged on the median over {len(per)})",
+                  f"{each('end')} (median {ms.fmt(med['end'])})",
+                  f"≈ 0 (|median| ≤ {NEAR_ZERO}, over ≥ {ms.MIN_SEEDS} seeds: a single seed's end value moved by 0.09 "
+                  "between two code paths)", bool(abs(med["end"]) <= NEAR_ZERO) if len(per) >= ms.MIN_SEEDS else None),
         KeyNumber("order-1 probe, held-out, at the end", f"{each('r1_end')} (defined at {each('r1_defined')} of "
                   f"{first['snapshots'] - 1} snapshots after epoch 0)", f"≈ 1 (≥ {NEAR_ONE})",
                   all(p["r1_end"] >= NEAR_ONE for p in per)),
@@ -208,7 +210,7 @@ register(Recipe(
     runs=lambda: {"": RunConfig(recipe="higher-orders", task=TaskConfig("two_anchor", {"p": 10}),
                                 model=ModelConfig(d=128, activation="poly", coeffs=[1.0, 0.0, 1.0],
                                                   init=InitConfig(gamma=1.0)),
-                                train=TrainConfig(optimizer="adam", lr=1e-2, epochs=3000, members=2))},
+                                train=TrainConfig(optimizer="adam", lr=1e-2, epochs=3000, members=ms.MIN_SEEDS))},
     conclude=conclude,
     extra_analysis=analyse_order2,
     extra_file=ORDER2_FILE,

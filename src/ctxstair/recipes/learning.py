@@ -72,10 +72,13 @@ FFN_PARTS = ("cbow", "attention")
 
 
 def _ffn_config(kind: str) -> RunConfig:
+    """The part ``kind``. The attention-only model does not learn mod and where its probe ends is
+    decided by rounding (0.45 on one code path, 0.93 on another), so it trains over seeds."""
     model = (ModelConfig(kind="cbow", d=128, activation="tanh", init=InitConfig(gamma=1.0)) if kind == "cbow"
              else ModelConfig(kind="attention", d=128, d_k=64, init=InitConfig(gamma=1.0)))
+    members = 1 if kind == "cbow" else ms.MIN_SEEDS
     return RunConfig(recipe="ffn-vs-attention", task=TaskConfig("mod", {"N": 40}), model=model,
-                     train=TrainConfig(optimizer="adam", lr=1e-2, epochs=3000),
+                     train=TrainConfig(optimizer="adam", lr=1e-2, epochs=3000, members=members),
                      snapshots=SnapshotConfig(log_points=40, every=200))
 
 
@@ -88,8 +91,8 @@ def _ffn_member(run: Path, m: int) -> dict:
     learned = ms.first_epoch(acc_epochs, acc >= LEARNED_ACC)
     before = epochs < learned if learned is not None else np.zeros(len(epochs), bool)
     aligned = ms.first_epoch(epochs, probe >= ALIGNED_PROBE)
-    return dict(final_accuracy=float(acc[-1]), epoch_95=learned, probe_end=float(probe[-1]),
-                probe_zero_mean_end=float(probe0[-1]), aligned_epoch=aligned,
+    return dict(**ms.collinear_phase_probe(run, m), final_accuracy=float(acc[-1]), best_accuracy=float(acc.max()),
+                epoch_95=learned, probe_zero_mean_end=float(probe0[-1]), aligned_epoch=aligned,
                 acc_at_aligned=float("nan") if aligned is None else ms.value_at(acc_epochs, acc, aligned),
                 probe_before_learned=float(probe[before][-1]) if before.any() else float("nan"),
                 snapshot_before_learned=int(epochs[before][-1]) if before.any() else None,
@@ -104,21 +107,28 @@ def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
     cbow, att = per["cbow"], per["attention"]
     cbow_learned = all(p["epoch_95"] is not None for p in cbow)
     aligned_first = cbow_learned and all(p["probe_before_learned"] >= ALIGNED_PROBE for p in cbow)
+    att_rise, att_noise, att_rises = ms.probe_rise(att)
     keys = [
         KeyNumber("CBOW: training accuracy at the end",
                   f"{ms.fmt(med['cbow']['final_accuracy'])} (chance {ms.fmt(chance)})",
                   f"learned: ≥ {LEARNED}", bool(med["cbow"]["final_accuracy"] >= LEARNED_ACC)),
-        KeyNumber("attention-only: training accuracy at the end",
-                  f"{ms.fmt(med['attention']['final_accuracy'])} (chance {ms.fmt(chance)})",
-                  f"fails: below {LEARNED} at every epoch",
-                  all(p["epoch_95"] is None for p in att)),
+        KeyNumber(f"attention-only: training accuracy at the end (median over {len(att)} seed(s))",
+                  f"{ms.fmt(med['attention']['final_accuracy'])} (chance {ms.fmt(chance)}; best per seed "
+                  f"{', '.join(ms.fmt(p['best_accuracy']) for p in att)})",
+                  f"fails: the median seed stays below {LEARNED} at every epoch",
+                  bool(ms.median([p["best_accuracy"] for p in att]) < LEARNED_ACC)),
         KeyNumber(f"first epoch with training accuracy ≥ {LEARNED} (CBOW / attention-only)",
                   f"{_epochs([p['epoch_95'] for p in cbow])} / {_epochs([p['epoch_95'] for p in att])}",
                   "CBOW within the budget; attention-only never", None),
-        KeyNumber("held-out order-1 probe at the end (CBOW / attention-only)",
-                  f"{ms.fmt(med['cbow']['probe_end'])} / {ms.fmt(med['attention']['probe_end'])}",
-                  f"both aligned with order 1: ≥ {ALIGNED_PROBE}",
-                  bool(min(med["cbow"]["probe_end"], med["attention"]["probe_end"]) >= ALIGNED_PROBE)),
+        KeyNumber("CBOW: held-out order-1 probe at the end", ms.fmt(med["cbow"]["probe_end"]),
+                  f"aligned with order 1: ≥ {ALIGNED_PROBE}", bool(med["cbow"]["probe_end"] >= ALIGNED_PROBE)),
+        KeyNumber(f"attention-only: held-out order-1 probe, collinear phase → end (median over {len(att)} seed(s))",
+                  f"{ms.fmt(ms.median([p['probe_collinear'] for p in att]))} → {ms.fmt(med['attention']['probe_end'])} "
+                  f"(per seed at the end: {', '.join(ms.fmt(p['probe_end']) for p in att)}; median rise "
+                  f"{ms.fmt(att_rise)}, seed-to-seed spread of the probe in the collinear phase {ms.fmt(att_noise)})",
+                  f"aligns with order 1: the median rise exceeds the collinear-phase spread, over ≥ {ms.MIN_SEEDS} "
+                  f"seeds; whether it ends ≥ {ALIGNED_PROBE} is not judged (it depends on when each seed leaves "
+                  "the plateau)", att_rises),
         KeyNumber(f"CBOW: held-out order-1 probe at the last snapshot before accuracy reached {LEARNED}",
                   ", ".join(f"never reached {LEARNED}" if p["epoch_95"] is None else
                             f"{ms.fmt(p['probe_before_learned'])} at epoch {p['snapshot_before_learned']} "
@@ -133,17 +143,19 @@ def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
     ]
     first_c, first_a = cbow[0], att[0]
     tokens = rundir.read_signatures(paths["cbow"]).tokens
-    att_aligned = med["attention"]["probe_end"] >= ALIGNED_PROBE
+    att_aligned = bool(att_rises)
     paragraph = (
         f"Both models are trained on mod (N = {len(tokens)}) with the same optimiser. The CBOW model ends at accuracy "
         f"{ms.fmt(med['cbow']['final_accuracy'])} (member 0: ≥ {LEARNED} from epoch {_epochs([first_c['epoch_95']])})"
         + (f", and its held-out order-1 probe was already {ms.fmt(first_c['probe_before_learned'])} at the last "
            f"snapshot before that (epoch {first_c['snapshot_before_learned']})" if first_c["epoch_95"] is not None else "")
         + ". The attention-only model " + ("aligns with order 1 as well" if att_aligned else "does not align with order 1")
-        + f" (probe {ms.fmt(med['attention']['probe_end'])} at the end; ≥ {ALIGNED_PROBE} first at epoch "
+        + f" (probe {ms.fmt(med['attention']['probe_end'])} at the end, median over {len(att)} seeds; member 0 "
+        f"≥ {ALIGNED_PROBE} first at epoch "
         f"{_epochs([first_a['aligned_epoch']])}) and ends at accuracy {ms.fmt(med['attention']['final_accuracy'])} "
         f"(chance {ms.fmt(chance)})"
-        + (": signature structure is not a solution." if att_aligned and first_a["epoch_95"] is None else ".")
+        + (": signature structure is not a solution." if att_aligned and ms.median([p["best_accuracy"] for p in att])
+           < LEARNED_ACC else ".")
         + _not_all_met(keys)
     )
     panels = []
@@ -164,7 +176,7 @@ def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
                         panels, tokens, "Final embeddings on their first two principal components (member 0)")),
     }
     rows = [dict(model=part, member=m, seed=seed, final_accuracy=p["final_accuracy"], epoch_95=p["epoch_95"],
-                 probe_end=p["probe_end"], probe_zero_mean_end=p["probe_zero_mean_end"],
+                 probe_collinear=p["probe_collinear"], probe_end=p["probe_end"], probe_zero_mean_end=p["probe_zero_mean_end"],
                  aligned_epoch=p["aligned_epoch"])
             for part in FFN_PARTS for m, (seed, p) in enumerate(zip(ms.member_seeds(paths[part]), per[part]))]
     summary = {part: [{k: v for k, v in p.items() if k != "curves"} for p in per[part]] for part in FFN_PARTS}

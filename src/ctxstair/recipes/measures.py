@@ -65,3 +65,33 @@ def median(values: list[float]) -> float:
 def fmt(x: float | None, digits: int = 3) -> str:
     """A number for a report ('n/a' for None or NaN)."""
     return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+#: Fewest seeds over which a number in a chaotic regime is judged (docs/reliability.md, "Audit").
+MIN_SEEDS = 3
+
+
+def collinear_phase_probe(run_dir: Path, member: int) -> dict:
+    """The order-1 probe of one member at its collinear phase and at the end (SPEC §3, §8 F5a/F8a).
+
+    For a task whose order-0 signatures are all equal (``mod``) the collinear phase is the snapshot
+    where order-0 1 − MSE peaks. Returns ``collinear`` (that peak), ``collinear_epoch``,
+    ``probe_collinear`` and ``probe_end`` (the held-out order-1 probe there and at the last snapshot)."""
+    table = rundir.read_alignment(run_dir)
+    epochs, one_minus_mse = rundir.alignment_series(table, "order0", member, "one_minus_mse")
+    _, probe = rundir.alignment_series(table, "order1_probe", member)
+    peak = int(np.nanargmax(one_minus_mse))
+    return dict(collinear=float(one_minus_mse[peak]), collinear_epoch=int(epochs[peak]),
+                probe_collinear=float(probe[peak]), probe_end=float(probe[-1]))
+
+
+def probe_rise(per_member: list[dict]) -> tuple[float, float, bool | None]:
+    """(median rise, noise, met) of the order-1 probe from the collinear phase to the end over the
+    members (dicts of :func:`collinear_phase_probe`). A model that does not learn leaves its plateau
+    at a moment decided by rounding, so where its probe ends is chaotic, but that it rises is not:
+    met when the median rise exceeds the noise, the seed-to-seed range of the probe in the collinear
+    phase; None (not judged) with fewer than :data:`MIN_SEEDS` members."""
+    rise = median([p["probe_end"] - p["probe_collinear"] for p in per_member])
+    before = [p["probe_collinear"] for p in per_member]
+    noise = max(before) - min(before)
+    return rise, noise, bool(rise > noise) if len(per_member) >= MIN_SEEDS else None
