@@ -38,11 +38,11 @@ THREADS_VARIABLE = "CTXSTAIR_THREADS"
 #: Thread count of reproducible mode when ``CTXSTAIR_THREADS`` is not set: the same on every machine.
 REPRODUCIBLE_THREADS = 2
 
-#: Always: fixed teams, and MKL results that do not depend on memory alignment (a user's own
-#: ``MKL_CBWR`` is kept in the default mode).
+#: Always: fixed thread teams.
 _ALWAYS = {"MKL_DYNAMIC": "FALSE", "OMP_DYNAMIC": "FALSE"}
 #: cuBLAS needs a fixed workspace to be deterministic (PyTorch's reproducibility notes); kept if set.
 _DEFAULT_EVERYWHERE = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+#: Default mode: MKL results that do not depend on memory alignment (a user's own MKL_CBWR is kept).
 _DEFAULT_MODE = {"MKL_CBWR": "AUTO"}
 #: Reproducible mode overrides whatever the environment says about code paths.
 _REPRODUCIBLE_MODE = {

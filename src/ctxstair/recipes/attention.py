@@ -57,12 +57,10 @@ MOD_SEEDS = ms.MIN_SEEDS
 
 def _mod_numbers(run: Path, m: int) -> dict:
     """Collinear phase and late order-1 structure of a ``mod`` run (all order-0 signatures equal)."""
-    table = rundir.read_alignment(run)
-    epochs, _ = rundir.alignment_series(table, "order0", m, "one_minus_mse")
     acc_epochs, acc = ms.metric_series(run, m, "acc")
-    return dict(**ms.collinear_phase_probe(run, m), acc_end=float(acc[-1]),
+    return dict(**ms.collinear_phase_probe(rundir.read_alignment(run), m), acc_end=float(acc[-1]),
                 chance=1.0 / len(rundir.read_signatures(run).labels), learned=ms.first_epoch(acc_epochs, acc >= 0.95),
-                last_epoch=int(epochs[-1]), value_share_init=_path_share(read_attention_run(run), "tokens", m, 0, "value"))
+                value_share_init=_path_share(read_attention_run(run), "tokens", m, 0, "value"))
 
 
 def _add_numbers(run: Path, m: int) -> dict:

@@ -91,7 +91,7 @@ def _ffn_member(run: Path, m: int) -> dict:
     learned = ms.first_epoch(acc_epochs, acc >= LEARNED_ACC)
     before = epochs < learned if learned is not None else np.zeros(len(epochs), bool)
     aligned = ms.first_epoch(epochs, probe >= ALIGNED_PROBE)
-    return dict(**ms.collinear_phase_probe(run, m), final_accuracy=float(acc[-1]), best_accuracy=float(acc.max()),
+    return dict(**ms.collinear_phase_probe(table, m), final_accuracy=float(acc[-1]), best_accuracy=float(acc.max()),
                 epoch_95=learned, probe_zero_mean_end=float(probe0[-1]), aligned_epoch=aligned,
                 acc_at_aligned=float("nan") if aligned is None else ms.value_at(acc_epochs, acc, aligned),
                 probe_before_learned=float(probe[before][-1]) if before.any() else float("nan"),

@@ -71,18 +71,18 @@ def fmt(x: float | None, digits: int = 3) -> str:
 MIN_SEEDS = 3
 
 
-def collinear_phase_probe(run_dir: Path, member: int) -> dict:
+def collinear_phase_probe(table: dict, member: int) -> dict:
     """The order-1 probe of one member at its collinear phase and at the end (SPEC §3, §8 F5a/F8a).
 
     For a task whose order-0 signatures are all equal (``mod``) the collinear phase is the snapshot
     where order-0 1 − MSE peaks. Returns ``collinear`` (that peak), ``collinear_epoch``,
-    ``probe_collinear`` and ``probe_end`` (the held-out order-1 probe there and at the last snapshot)."""
-    table = rundir.read_alignment(run_dir)
+    ``probe_collinear`` and ``probe_end`` (the held-out order-1 probe there and at the last snapshot),
+    and ``last_epoch``; ``table`` is the run's :func:`ctxstair.rundir.read_alignment`."""
     epochs, one_minus_mse = rundir.alignment_series(table, "order0", member, "one_minus_mse")
     _, probe = rundir.alignment_series(table, "order1_probe", member)
     peak = int(np.nanargmax(one_minus_mse))
     return dict(collinear=float(one_minus_mse[peak]), collinear_epoch=int(epochs[peak]),
-                probe_collinear=float(probe[peak]), probe_end=float(probe[-1]))
+                probe_collinear=float(probe[peak]), probe_end=float(probe[-1]), last_epoch=int(epochs[-1]))
 
 
 def probe_rise(per_member: list[dict]) -> tuple[float, float, bool | None]:
