@@ -9,9 +9,9 @@ trainings as the best of 2 runs, the analysis steps once):
 * training alone as ``ctxstair run --no-analysis`` does it (``snapshots.save=false``: checkpoints
   at the schedule, no snapshot files) — the reference time;
 * training with snapshots (analysis off) — the difference is the cost of writing the snapshots;
-* the alignment analysis with the probe (:func:`ctxstair.alignment.snapshots.analyse_run`), and
+* the alignment analysis with the probe (the analysis ``alignment``, :mod:`ctxstair.analysis.alignment`), and
   for comparison the same with ``analysis.probe_steps=0`` (the probe scored, not fitted);
-* the recipe's order-shares analysis (its ``extra_analysis``, ``theory.csv``);
+* the recipe's order-shares analysis (``order_shares``, ``theory.csv``);
 * the report (:func:`ctxstair.recipes.write_recipe_report`: summary, figures, report.html).
 
 The headline overhead is what issue 8 item 2 names — snapshots + alignment + probe — as a fraction
@@ -32,8 +32,9 @@ from pathlib import Path
 
 import torch
 
-from ctxstair.alignment.snapshots import analyse_run
+from ctxstair.analysis import analyse
 from ctxstair.recipes import get, write_recipe_report
+from ctxstair.run import Run
 from ctxstair.train import train_run
 
 TARGET = 0.15
@@ -51,16 +52,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         bare = replace(cfg, snapshots=replace(cfg.snapshots, save=False))
         # Best of 2 fresh runs each: the first training of a process also pays for warming up torch.
-        train = min(_timed(lambda: train_run(bare, Path(tmp) / f"bare{i}", progress=False)) for i in range(2))
-        with_snapshots = min(_timed(lambda: train_run(cfg, Path(tmp) / f"run{i}", progress=False)) for i in range(2))
+        train = min(_timed(lambda i=i: train_run(bare, Path(tmp) / f"bare{i}", progress=False)) for i in range(2))
+        with_snapshots = min(_timed(lambda i=i: train_run(cfg, Path(tmp) / f"run{i}", progress=False))
+                             for i in range(2))
         run = Path(tmp) / "run1"
         steps = [
             ("snapshot files (training with snapshots − training alone)", with_snapshots - train),
-            ("alignment analysis with the probe (`analyse_run`)", _timed(lambda: analyse_run(run, cfg.analysis))),
-            ("order shares (`extra_analysis`, theory.csv)", _timed(lambda: recipe.extra_analysis(run))),
+            ("alignment analysis with the probe (`alignment`)", _timed(lambda: analyse(run, ["alignment"]))),
+            ("order shares (`order_shares`, theory.csv)", _timed(lambda: analyse(run, ["order_shares"]))),
             ("report (summary, figures, report.html)", _timed(lambda: write_recipe_report(run))),
         ]
-        unfitted = _timed(lambda: analyse_run(run, replace(cfg.analysis, probe_steps=0)))
+        unfitted_cfg = replace(cfg, analysis=replace(cfg.analysis, probe_steps=0))
+        unfitted = _timed(lambda: analyse(Run(run, unfitted_cfg), ["alignment"]))
     named = steps[0][1] + steps[1][1]  # what the issue names: snapshots + alignment + probe
     overhead = sum(seconds for _, seconds in steps)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "

@@ -22,8 +22,8 @@ pays: there each model's matmuls are too small for BLAS to be efficient and a lo
 pays K times the per-operation overhead. Each table also times the unembedding alone as the engine
 batches it (forward, loss and backward of σ(h) @ W_U^T for K members, h fixed), and bounds the
 speed-up any method can reach: the unembedding's 6·n·V·d FLOPs per member and epoch must be done
-whatever the method, and cannot run faster than the machine's matmul rate. On a GPU (``--device cuda``) times are taken after
-``torch.cuda.synchronize()``.
+whatever the method, and cannot run faster than the machine's matmul rate. On a GPU
+(``--device cuda``) times are taken after ``torch.cuda.synchronize()``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ import torch
 
 from ctxstair import tasks
 from ctxstair.config import RunConfig, apply_overrides
+from ctxstair.models import build_ensemble
 from ctxstair.models.init import gamma_normal_
-from ctxstair.train.engine import build_model, full_batch_step, make_optimizer, member_losses
+from ctxstair.train.engine import full_batch_step, make_optimizer, member_losses
 
 EPOCHS = 50
 #: (label, N, d) of the settings measured by default: the issue's staircase-add one, then small models.
@@ -79,7 +80,7 @@ def per_model_loop(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int, K:
 
 def engine(X: torch.Tensor, y: torch.Tensor, cfg: RunConfig, dataset: tasks.Dataset) -> float:
     """Seconds for one K-member ensemble × EPOCHS epochs through the engine's update."""
-    model = build_model(cfg, dataset).to(X.device)
+    model = build_ensemble(cfg, dataset).to(X.device)
     optimizer = make_optimizer(cfg, model.parameters())
     for epoch in range(EPOCHS + 1):
         if epoch == 1:
@@ -143,7 +144,8 @@ def measure(label: str, N: int, d: int, K: int, device: torch.device, peak: floa
     print("| | seconds | per epoch (ms) | GFLOP/s | fraction of matmul rate |")
     print("|---|---|---|---|---|")
     print(f"| float32 matmul 4096² | | | {peak / 1e9:.1f} | 1.00 |")
-    for name, seconds in (("per-model loop (K modules, K optimizers)", loop), ("engine (one K-member ensemble)", batched)):
+    for name, seconds in (("per-model loop (K modules, K optimizers)", loop),
+                          ("engine (one K-member ensemble)", batched)):
         if seconds is not None:
             print(f"| {name} | {seconds:.2f} | {1e3 * seconds / EPOCHS:.1f} | {flops / seconds / 1e9:.1f} | "
                   f"{flops / seconds / peak:.2f} |")

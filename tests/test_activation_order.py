@@ -9,8 +9,8 @@ import pytest
 from ctxstair import rundir
 from ctxstair.alignment import effective_rank
 from ctxstair.config import load_yaml
-from ctxstair.recipes import get, run_recipe, write_recipe_report
 from ctxstair.recipes import activation_order as ao
+from ctxstair.recipes import get, run_recipe, write_recipe_report
 
 SMALL = {"task.N": 6, "train.epochs": 200, "train.members": 1, "snapshots.every": 50}
 

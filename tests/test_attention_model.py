@@ -7,12 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from ctxstair import rundir
+from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, apply_overrides
-from ctxstair.models import AttentionEnsemble, MemberSpec
+from ctxstair.models import AttentionEnsemble, MemberSpec, build_ensemble, member_specs
 from ctxstair.train import train_run
-from ctxstair.train.engine import build_model, member_specs
-from ctxstair import tasks
 
 
 def ensemble(seeds=(0,), V=9, L=4, d=16, d_k=8, gamma=0.5, positional=True, dtype=torch.float64):
@@ -64,14 +62,15 @@ def test_every_tensor_gets_its_gamma_and_is_recorded():
     cfg = apply_overrides(RunConfig(), {"model.kind": "attention", "model.d": 128, "model.d_k": 64,
                                         "model.init.gamma": 1.0, "model.init.qk": 0.5, "model.init.ov": 0.75,
                                         "model.init.unembedding": 1.25})
-    model = build_model(cfg, ds)
+    model = build_ensemble(cfg, ds)
     row = model.member_rows()[0]
     expected = {"W_E": 128 ** -1.0, "W_pos": 128 ** -1.0, "W_Q": 128 ** -0.5, "W_K": 128 ** -0.5,
                 "W_V": 128 ** -0.75, "W_O": 64 ** -0.75, "W_U": 128 ** -1.25}
     for name, std in expected.items():
         assert row[f"init_std_{name}"] == pytest.approx(float(getattr(model, name).detach().double().std()), rel=1e-9)
         assert abs(row[f"init_std_{name}"] / std - 1) < 0.1, name  # W_pos has only 8 × 128 entries
-    assert (row["gamma_embedding"], row["gamma_qk"], row["gamma_ov"], row["gamma_unembedding"]) == (1.0, 0.5, 0.75, 1.25)
+    assert ((row["gamma_embedding"], row["gamma_qk"], row["gamma_ov"], row["gamma_unembedding"])
+            == (1.0, 0.5, 0.75, 1.25))
     assert model.W_pos.shape == (1, 8, 128) and model.W_O.shape == (1, 128, 64)
 
 
@@ -120,9 +119,9 @@ def test_theory_paths_sum_to_the_models_own_label_gradient():
 
 def test_exact_gradient_flow_trains_the_attention_model(tmp_path):
     """train.optimizer=flow integrates through the attention model's parameters as for CBOW."""
-    cfg = apply_overrides(RunConfig(), {"model.kind": "attention", "model.d": 8, "model.d_k": 4, "model.init.gamma": 0.3,
-                                        "task.N": 6, "train.optimizer": "flow", "train.lr": 1.0, "train.epochs": 4,
-                                        "analysis.enabled": False})
+    cfg = apply_overrides(RunConfig(), {"model.kind": "attention", "model.d": 8, "model.d_k": 4,
+                                        "model.init.gamma": 0.3, "task.N": 6, "train.optimizer": "flow",
+                                        "train.lr": 1.0, "train.epochs": 4, "analysis.enabled": False})
     run = train_run(cfg, tmp_path / "run", progress=False)
     loss = rundir.read_metrics(run)["loss"]
     assert loss[-1] < loss[0] - 0.5

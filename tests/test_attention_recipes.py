@@ -6,14 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from recipe_helpers import check_report
 
 from ctxstair import rundir
+from ctxstair.analysis.attention_groups import read_attention_run
 from ctxstair.recipes import run_recipe
 from ctxstair.recipes.attention import MOD_SEEDS
 from ctxstair.theory import attention_forward, attention_path_gradients
-from ctxstair.theory.attention_run import ATTENTION_COLUMNS, group_rows, read_attention_run
-
-from recipe_helpers import check_report
+from ctxstair.theory.attention_run import ATTENTION_COLUMNS, group_rows
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_attention_parity_meets_f5b(outs):
     anchors, noise = (table["group"] == g for g in ("anchors", "noise"))
     np.testing.assert_array_equal(table["epoch"][anchors], table["epoch"][noise])
     np.testing.assert_allclose(table["attention"][anchors] + 7 * table["attention"][noise], 1, atol=1e-6)
-    assert sorted(set(table["epoch"].tolist())) == rundir.snapshot_epochs(out)
+    assert sorted(set(table["epoch"].tolist())) == rundir.snapshot_times(out)
     check_report(out, [f"{m['split']:.3f}", f"epoch {m['left_epoch']}"], n_figures=4)
 
 
@@ -78,4 +78,5 @@ def test_group_rows_against_a_direct_computation():
         for path in ("value", "key", "query"):
             part, full = paths[path][ids], paths["full"][ids]
             assert row[f"path_{path}"] == pytest.approx(np.linalg.norm(part), rel=1e-12)
-            assert row[f"cos_{path}"] == pytest.approx((part * full).sum() / np.linalg.norm(part) / np.linalg.norm(full))
+            assert row[f"cos_{path}"] == pytest.approx((part * full).sum() / np.linalg.norm(part)
+                                                       / np.linalg.norm(full))

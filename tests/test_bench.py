@@ -3,7 +3,7 @@ outside a source checkout."""
 
 import pytest
 
-from ctxstair import bench_commands
+from ctxstair.cli import bench as bench_commands
 from ctxstair.cli import main
 
 ENSEMBLE = """machine: x86_64, 2 cores, torch 2.13.0+cpu, 2 threads, device cpu
@@ -16,7 +16,8 @@ staircase-add (N = 40, d = 128): K = 32, 50 timed epochs, n = 1600, V = 81, d = 
 | per-model loop (K modules, K optimizers) | 1.96 | 39.1 | 135.7 | 0.69 |
 | engine (one K-member ensemble) | 2.55 | 51.0 | 104.1 | 0.53 |
 
-engine speed-up over the per-model loop (staircase-add (N = 40, d = 128)): 0.8×; the unembedding's work alone at the matmul rate takes 15.9 ms per epoch, so no method can beat the loop by more than 2.4× here
+engine speed-up over the per-model loop (staircase-add (N = 40, d = 128)): 0.8×; the unembedding's work alone at the \
+matmul rate takes 15.9 ms per epoch, so no method can beat the loop by more than 2.4× here
 
 small models (N = 10, d = 16): K = 32, 50 timed epochs, n = 100, V = 21, d = 16
 
@@ -26,7 +27,8 @@ small models (N = 10, d = 16): K = 32, 50 timed epochs, n = 100, V = 21, d = 16
 | per-model loop (K modules, K optimizers) | 0.30 | 5.9 | 1.8 | 0.01 |
 | engine (one K-member ensemble) | 0.03 | 0.6 | 18.9 | 0.10 |
 
-engine speed-up over the per-model loop (small models (N = 10, d = 16)): 10.4×; the unembedding's work alone at the matmul rate takes 0.1 ms per epoch, so no method can beat the loop by more than 55.0× here
+engine speed-up over the per-model loop (small models (N = 10, d = 16)): 10.4×; the unembedding's work alone at the \
+matmul rate takes 0.1 ms per epoch, so no method can beat the loop by more than 55.0× here
 """
 OVERHEAD = """| step | seconds | fraction of training |
 |---|---|---|
@@ -66,14 +68,17 @@ def test_headline_table_reads_each_benchmarks_numbers():
         "| signatures | `add` N=40 | 0.002 s (median) |",
         "| signatures | random order 2 | 0.722 s (median) |",
         "| ensemble | engine speed-up over the per-model loop, staircase-add (N = 40, d = 128) (target ≥ 5×) | 0.8× |",
-        "| ensemble | upper bound on any method's speed-up (useful FLOPs at the matmul rate), staircase-add (N = 40, d = 128) | 2.4× |",
+        "| ensemble | upper bound on any method's speed-up (useful FLOPs at the matmul rate), "
+        "staircase-add (N = 40, d = 128) | 2.4× |",
         "| ensemble | engine fraction of the matmul rate, staircase-add (N = 40, d = 128) (target ≥ 0.50) | 0.53 |",
         "| ensemble | engine speed-up over the per-model loop, small models (N = 10, d = 16) | 10.4× |",
-        "| ensemble | upper bound on any method's speed-up (useful FLOPs at the matmul rate), small models (N = 10, d = 16) | 55.0× |",
+        "| ensemble | upper bound on any method's speed-up (useful FLOPs at the matmul rate), "
+        "small models (N = 10, d = 16) | 55.0× |",
         "| ensemble | engine fraction of the matmul rate, small models (N = 10, d = 16) | 0.10 |",
         "| analysis_overhead | snapshots + alignment with the probe / training (staircase-add) | "
         "10.0 % of training (target at most 15 %: met) |",
-        "| memory | `NextTokenCounts`, streamed: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | 76 → 76 MiB |",
+        "| memory | `NextTokenCounts`, streamed: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | "
+        "76 → 76 MiB |",
         "| memory | `next_token_signature`, one-shot: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | "
         "60 → 61 MiB |",
         "| reproducible | reproducible mode / default: float32 matmul rate | 0.33× |",

@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from test_recipes import RECIPE_NAMES
 
 from ctxstair import signatures, tasks

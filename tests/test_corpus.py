@@ -86,7 +86,8 @@ WIKI_XML = b"""<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">
 |}
 See [http://example.org the site].
 [[Category:Philosophy]]</text></revision></page>
-  <page><title>AccessibleComputing</title><ns>0</ns><revision><text>#REDIRECT [[Computer accessibility]]</text></revision></page>
+  <page><title>AccessibleComputing</title><ns>0</ns><revision><text>#REDIRECT [[Computer accessibility]]</text>\
+</revision></page>
   <page><title>Talk:Anarchism</title><ns>1</ns><revision><text>talk page</text></revision></page>
 </mediawiki>"""
 
@@ -212,7 +213,8 @@ def test_data_list_and_fetch_commands(capsys, cache, downloads):
     out = capsys.readouterr().out
     assert str(cache / "shakespeare") in out and "CC-BY 2.5" in out
     assert main(["data", "list"]) == 0
-    assert re.search(r"shakespeare\s+corpus\s+fetched\s+" + re.escape(str(cache / "shakespeare")), capsys.readouterr().out)
+    assert re.search(r"shakespeare\s+corpus\s+fetched\s+" + re.escape(str(cache / "shakespeare")),
+                     capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -10,13 +10,15 @@ import pytest
 import torch
 import transformers
 import transformers.models.llama.modeling_llama as modeling_llama
+from test_lm_train import TINY
 
 from ctxstair.config import apply_overrides
+from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError
-from ctxstair.lm.train import LMConfig, load_snapshot, train_lm
+from ctxstair.lm.train import train_lm
 from ctxstair.models.decoder import DecoderConfig, DecoderLM
 from ctxstair.models.decoder_hf import PAPER_0_7B, decoder_config_from_hf, from_hf, llama_config, to_hf
-from test_lm_train import TINY
+from ctxstair.run import Run
 
 CFG = DecoderConfig(vocab_size=50, d_model=16, n_layers=2, n_heads=2, head_dim=12, d_mlp=24, max_seq_len=12,
                     gamma=0.5, seed=3)
@@ -184,7 +186,7 @@ def test_lm_training_builds_the_model_of_a_hugging_face_config(tmp_path):
                vocab_size=7).save_pretrained(tmp_path / "shape")
     cfg = apply_overrides(LMConfig(), {**TINY, "train.steps": 3, "model.hf_config": str(tmp_path / "shape")})
     run = train_lm(cfg, tmp_path / "run")
-    state = load_snapshot(run, 3)
+    state = Run(run).snapshot(3)
     vocab = cfg.corpus.vocab_size  # from our tokenizer, not the config's 7
     assert state["W_E"].shape == state["W_U"].shape == (vocab, 24)
     assert state["blocks.1.W_Q"].shape == (3 * 8, 24) and state["blocks.1.W_down"].shape == (24, 40)

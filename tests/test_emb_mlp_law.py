@@ -18,7 +18,8 @@ def test_predicted_direction_is_the_small_init_limit_of_the_gradient():
     X, y = torch.from_numpy(ds.X), torch.from_numpy(ds.y)
     torch.nn.functional.cross_entropy(model(X), y).backward()
     velocity = -model.W_E.grad.numpy()
-    predicted = emb_mlp_early_direction(ds.X, ds.y, ds.vocab_size, model.W_1.detach().numpy(), model.W_2.detach().numpy())
+    predicted = emb_mlp_early_direction(ds.X, ds.y, ds.vocab_size, model.W_1.detach().numpy(),
+                                        model.W_2.detach().numpy())
     np.testing.assert_allclose(velocity, predicted, rtol=1e-3, atol=1e-12 * np.abs(predicted).max())
 
 

@@ -5,14 +5,14 @@ W_E in snapshots, bitwise resume."""
 import numpy as np
 import pytest
 import torch
+from recipe_helpers import run_contents as contents
 
 from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.errors import InputError
-from ctxstair.models import CBOWEnsemble, MemberSpec
+from ctxstair.models import CBOWEnsemble, MemberSpec, build_ensemble
 from ctxstair.signatures import label_signature
-from ctxstair.train import build_model, train_run
-from recipe_helpers import run_contents as contents
+from ctxstair.train import train_run
 
 BASE = {"task.name": "mod", "task.N": 7, "model.d": 16, "model.activation": "tanh", "train.optimizer": "adam",
         "train.lr": 0.01, "train.epochs": 30, "train.members": 2, "snapshots.every": 10, "analysis.enabled": False}
@@ -43,7 +43,7 @@ def expected_directions(seed: int, d: int, gamma: float, V: int, phi1: np.ndarra
 def test_fixed_modes_train_only_lambda_and_W_U(embedding):
     cfg = config(embedding)
     ds = tasks.make("mod", N=7)
-    model = build_model(cfg, ds)
+    model = build_ensemble(cfg, ds)
     K, V, d = 2, ds.vocab_size, 16
     assert dict((n, tuple(p.shape)) for n, p in model.named_parameters()) == {"W_U": (K, V, d), "lam": (K,)}
     assert sum(p.numel() for p in model.parameters()) == K * V * d + K
@@ -55,7 +55,7 @@ def test_fixed_modes_train_only_lambda_and_W_U(embedding):
     rms = model.W_E.detach()[:, rows].square().mean(dim=(1, 2)).sqrt()
     torch.testing.assert_close(rms, torch.full((K,), d ** -1.0), rtol=1e-5, atol=0)
     # W_U starts as in the trainable mode (same seed, same draws)
-    torch.testing.assert_close(model.W_U, build_model(config("trainable"), ds).W_U, rtol=0, atol=0)
+    torch.testing.assert_close(model.W_U, build_ensemble(config("trainable"), ds).W_U, rtol=0, atol=0)
     fixed, lam, W_U = model.E_fixed.clone(), model.lam.detach().clone(), model.W_U.detach().clone()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     X, y = torch.from_numpy(ds.X), torch.from_numpy(ds.y)
@@ -70,7 +70,7 @@ def test_fixed_modes_train_only_lambda_and_W_U(embedding):
 
 
 def test_trainable_mode_is_unchanged():
-    model = build_model(config("trainable"), tasks.make("mod", N=7))
+    model = build_ensemble(config("trainable"), tasks.make("mod", N=7))
     assert {n for n, _ in model.named_parameters()} == {"W_E", "W_U"}
     assert set(model.state_dict()) == {"W_E", "W_U"}
 
@@ -110,13 +110,13 @@ def test_resume_is_bitwise_identical(tmp_path, embedding):
 
 def test_state_dict_round_trip_and_exact_flow():
     ds = tasks.make("mod", N=7)
-    model = build_model(config("signature"), ds)
+    model = build_ensemble(config("signature"), ds)
     state = model.state_dict()
     assert set(state) == {"W_U", "lam", "W_E"}
     model.load_state_dict(state)  # the computed W_E is derived, not loaded
     cfg = config("random", **{"train.optimizer": "flow", "train.lr": 1.0, "train.epochs": 2, "train.members": 1})
     from ctxstair.train.engine import gradient_flow
-    model = build_model(cfg, ds)
+    model = build_ensemble(cfg, ds)
     lam = model.lam.detach().clone()
     assert gradient_flow(model, torch.from_numpy(ds.X), torch.from_numpy(ds.y), 0.0, 1.0) > 0
     assert not torch.equal(model.lam.detach(), lam)

@@ -6,14 +6,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from recipe_helpers import run_contents as contents
 
 from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.errors import InputError
+from ctxstair.models import build_ensemble
 from ctxstair.theory.flow import gd_flow_distance
-from ctxstair.train import build_model, member_losses, snapshot_schedule, train_run
-from ctxstair.train import engine
-from recipe_helpers import run_contents as contents
+from ctxstair.train import engine, member_losses, snapshot_schedule, train_run
 
 EPOCHS = 30
 # tanh: a smooth vector field, so the adaptive solver takes few steps (ReLU's kinks cost many more,
@@ -81,13 +81,13 @@ def test_flow_run_directory_and_epoch_semantics(tmp_path, reference):
     run = tmp_path / "run"
     train_run(cfg, run, progress=False)
     assert contents(run) == reference  # deterministic
-    assert rundir.snapshot_epochs(run) == SCHEDULE and not (run / "checkpoint").exists()
+    assert rundir.snapshot_times(run) == SCHEDULE and not (run / "checkpoint").exists()
     rows = metric_rows(run)
     loss = [r["loss"] for r in rows]
     assert [r["epoch"] for r in rows] == list(range(EPOCHS + 1))
     assert all(b <= a + 1e-6 for a, b in zip(loss, loss[1:])) and loss[-1] < loss[0] - 0.1
     dataset = tasks.make("add", N=8)
-    model = build_model(cfg, dataset)
+    model = build_ensemble(cfg, dataset)
     assert np.array_equal(rundir.load_snapshot(run, 0)["W_E"], model.W_E.detach().numpy())
     X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
     for epoch in (1, 10, EPOCHS):
@@ -116,7 +116,7 @@ def test_gradient_flow_integrates_between_the_given_times():
     cfg = config(train__dtype="float64")
     dataset = tasks.make("add", N=8)
     X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
-    one, two = build_model(cfg, dataset), build_model(cfg, dataset)
+    one, two = build_ensemble(cfg, dataset), build_ensemble(cfg, dataset)
     before = one.W_E.detach().clone()
     assert engine.gradient_flow(one, X, y, 3.0, 3.0, rtol=1e-10, atol=1e-12) >= 0
     assert torch.equal(one.W_E.detach(), before)

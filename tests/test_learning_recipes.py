@@ -9,14 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir
-from ctxstair.recipes import measures as ms
 from ctxstair.recipes import run_recipe
 from ctxstair.recipes.learning import censored_median, onset_part, onset_rule
-
+from ctxstair.report import measures as ms
 
 SMALL = {
     # N = 12: CBOW learns mod within 300 epochs, the attention-only model does not.
@@ -141,8 +139,8 @@ def test_seed_spectra_small(outs):
     assert columns == ["seed", "k_star", "r_star", "partial_r_star", "accuracy"]
     assert [r["seed"] for r in rows] == ["0", "1", "2"]
     table = rundir.read_alignment(out)
-    last = rundir.snapshot_epochs(out)[-1]
-    assert rundir.snapshot_epochs(out) == [0, 100]
+    last = rundir.snapshot_times(out)[-1]
+    assert rundir.snapshot_times(out) == [0, 100]
     for m, r in enumerate(rows):
         # k* = argmax over k > 10 of alignment.csv's fourier_k<k> rows at the last snapshot
         scores = {k: ms.value_at(*rundir.alignment_series(table, f"fourier_k{k}", m), last) for k in range(0, 13)}
@@ -154,7 +152,8 @@ def test_seed_spectra_small(outs):
     assert key(out, "distinct k*")["measured"].startswith(f"{len(distinct)} of 3 ")
     assert key(out, "distinct k*")["met"] is (len(distinct) == 3)  # every seed its own k*
     first = rows[0]
-    check_report(out, [f"seed 0: {first['k_star']} ({float(first['r_star']):.2f}; {float(first['partial_r_star']):.2f})"],
+    check_report(out, [f"seed 0: {first['k_star']} ({float(first['r_star']):.2f}; "
+                       f"{float(first['partial_r_star']):.2f})"],
                  n_figures=2)
 
 

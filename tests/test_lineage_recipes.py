@@ -9,15 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from recipe_helpers import check_report, recipe_runner, summary
 
 from ctxstair import rundir, tasks
 from ctxstair.config import load_yaml
-from ctxstair.models import CBOWEnsemble, MemberSpec
-from ctxstair.recipes import run_recipe
-from ctxstair.recipes import lineage
-from ctxstair.train.engine import build_model
+from ctxstair.models import CBOWEnsemble, MemberSpec, build_ensemble
+from ctxstair.recipes import lineage, run_recipe
 
 SMALL = {
     # 3 γ parts × 2 seeds; a few hundred samples and 60 epochs: ≈ 6 s each. Nothing is learned yet;
@@ -47,8 +44,8 @@ def table(out: Path) -> list[dict]:
 def final_predictions(run: Path, X: np.ndarray) -> np.ndarray:
     """Argmax (K, n) of every member at the last snapshot, through the engine's model (not the recipe's helper)."""
     cfg = load_yaml((run / "config.yaml").read_text())
-    model = build_model(cfg, tasks.make(cfg.task.name, **cfg.task.params))
-    weights = rundir.load_snapshot(run, rundir.snapshot_epochs(run)[-1])
+    model = build_ensemble(cfg, tasks.make(cfg.task.name, **cfg.task.params))
+    weights = rundir.load_snapshot(run, rundir.snapshot_times(run)[-1])
     model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
     with torch.no_grad():
         return model(torch.from_numpy(X)).argmax(dim=-1).numpy()
@@ -151,8 +148,9 @@ def test_reason_memory_measures_from_snapshots(runs):
         pred = final_predictions(run, held["X"])
         assert part["heldout_end"] == pytest.approx((pred == held["y"]).mean(axis=1).tolist())
         # last-snapshot losses per group, recomputed with torch's cross-entropy on the engine's model
-        model = build_model(cfg, dataset)
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in rundir.load_snapshot(run, part["epochs"][-1]).items()})
+        model = build_ensemble(cfg, dataset)
+        model.load_state_dict({k: torch.from_numpy(v)
+                               for k, v in rundir.load_snapshot(run, part["epochs"][-1]).items()})
         with torch.no_grad():
             logits = model(torch.from_numpy(dataset.X))
         for k in range(logits.shape[0]):

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from ctxstair import rundir
 from ctxstair.cli import main
 from ctxstair.config import apply_overrides
-from ctxstair.lm.train import LMConfig, load_snapshot, read_metrics, snapshot_steps, train_lm
+from ctxstair.config.lm import LMConfig
+from ctxstair.lm.train import train_lm
+from ctxstair.run import Run
 
 TINY = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.head_dim": 8, "model.d_mlp": 32,
         "corpus.window": 16, "corpus.vocab_size": 300, "corpus.max_tokens": 20000, "train.steps": 30,
@@ -43,14 +46,14 @@ def torchrun(*args: str) -> subprocess.CompletedProcess:
 
 def assert_same_run(single: Path, parallel: Path) -> None:
     """Same snapshot steps and logged steps; losses within LOSS_TOL, every weight within WEIGHT_TOL."""
-    assert snapshot_steps(parallel) == snapshot_steps(single)
-    rows_1, rows_2 = read_metrics(single), read_metrics(parallel)
+    assert rundir.snapshot_times(parallel) == rundir.snapshot_times(single)
+    rows_1, rows_2 = rundir.read_metric_rows(single), rundir.read_metric_rows(parallel)
     assert [sorted(r) + [r["step"]] for r in rows_2] == [sorted(r) + [r["step"]] for r in rows_1]
     for r1, r2 in zip(rows_1, rows_2):
         assert r2.get("loss", 0) == pytest.approx(r1.get("loss", 0), abs=LOSS_TOL)
         assert r2.get("val_loss", 0) == pytest.approx(r1.get("val_loss", 0), abs=LOSS_TOL)
         assert r2.get("lr") == r1.get("lr")
-    w1, w2 = load_snapshot(single, 30), load_snapshot(parallel, 30)
+    w1, w2 = Run(single).snapshot(30), Run(parallel).snapshot(30)
     assert w1.keys() == w2.keys()
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], rtol=0, atol=WEIGHT_TOL, msg=name)
@@ -96,4 +99,4 @@ def test_device_choice(tmp_path, capsys):
     assert torch.cuda.is_available() or "CUDA is not available" in err[1]
     assert not out.exists()
     run = train_lm(apply_overrides(LMConfig(), {**TINY, "train.steps": 3, "train.device": "cpu"}), tmp_path / "cpu")
-    assert snapshot_steps(run) == [0, 1, 2, 3]
+    assert rundir.snapshot_times(run) == [0, 1, 2, 3]

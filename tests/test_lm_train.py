@@ -5,12 +5,13 @@ import json
 
 import numpy as np
 import pytest
+from recipe_helpers import run_contents as files
 
 from ctxstair import rundir
 from ctxstair.cli import main
 from ctxstair.config import apply_overrides
-from ctxstair.lm.train import LMConfig, LMTrainConfig, lr_factor, read_metrics, snapshot_steps, train_lm
-from recipe_helpers import run_contents as files
+from ctxstair.config.lm import LMConfig, LMTrainConfig
+from ctxstair.lm.train import lr_factor, train_lm
 
 TINY = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.head_dim": 8, "model.d_mlp": 32,
         "corpus.window": 16, "corpus.vocab_size": 300, "corpus.max_tokens": 20000, "train.steps": 30,
@@ -52,9 +53,9 @@ def test_run_directory_contents(tmp_path):
     run = train_lm(tiny(), tmp_path / "run")
     assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json",
                                                      "snapshots", "tokenizer.json"]
-    steps = snapshot_steps(run)
+    steps = rundir.snapshot_times(run)
     assert steps[0] == 0 and steps[-1] == 30
-    rows = read_metrics(run)
+    rows = rundir.read_metric_rows(run)
     assert [r["step"] for r in rows if "loss" in r] == list(range(30))
     assert [r["step"] for r in rows if "val_loss" in r] == steps
     members = (run / "members.csv").read_text().splitlines()
@@ -71,9 +72,9 @@ def test_lm_staircase_pipeline_through_the_cli(tmp_path, capsys):
     for name in ("alignment.csv", "lm_analysis.csv", "lm_tokens.json", "summary.json", "report.html"):
         assert (out / name).is_file(), name
     table = rundir.read_alignment(out)
-    assert set(table["signature"]) == {"next_token"} and sorted(table["epoch"].tolist()) == snapshot_steps(out)
+    assert set(table["signature"]) == {"next_token"} and sorted(table["epoch"].tolist()) == rundir.snapshot_times(out)
     summary = json.loads((out / "summary.json").read_text())
-    assert len(summary["rho_next"]) == len(snapshot_steps(out))
+    assert len(summary["rho_next"]) == len(rundir.snapshot_times(out))
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["attention_path.png", "path_shares.png",
                                                                    "probe.png", "rho_next.png"]
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from ctxstair.config import RunConfig, apply_overrides
-from ctxstair.models import CBOWEnsemble, MemberSpec, activation_fn, gamma_normal_, realised_std
-from ctxstair.train import member_losses, member_specs
+from ctxstair.models import CBOWEnsemble, MemberSpec, activation_fn, gamma_normal_, member_specs, realised_std
+from ctxstair.train import member_losses
 
 
 def spec(seed=0, d=32, gamma=1.0, gamma_u=None):
@@ -73,7 +73,8 @@ def test_member_specs_gamma_reaches_the_weights():
 def test_member_init_depends_only_on_its_own_seed_gamma_and_d():
     V = 30
     alone = CBOWEnsemble(V, [spec(seed=3, d=16, gamma=0.9)])
-    ensemble = CBOWEnsemble(V, [spec(seed=2, d=16, gamma=0.9), spec(seed=3, d=16, gamma=0.9), spec(seed=4, d=16, gamma=0.9)])
+    ensemble = CBOWEnsemble(V, [spec(seed=2, d=16, gamma=0.9), spec(seed=3, d=16, gamma=0.9),
+                                spec(seed=4, d=16, gamma=0.9)])
     assert torch.equal(alone.W_E[0], ensemble.W_E[1]) and torch.equal(alone.W_U[0], ensemble.W_U[1])
     # ... also next to wider members and members with other γ (then it is zero-padded)
     mixed = CBOWEnsemble(V, [spec(seed=9, d=48, gamma=0.5), spec(seed=3, d=16, gamma=0.9)])

@@ -111,13 +111,14 @@ def test_attention_ensemble_gradients_are_bitwise_repeatable_under_load(busy_cor
     import torch
 
     from ctxstair import tasks
+    from ctxstair.models import build_ensemble
     from ctxstair.recipes import get
-    from ctxstair.train.engine import build_model, member_losses
+    from ctxstair.train.engine import member_losses
 
     numerics.apply_to_torch()
     cfg = get("attention-arith").runs()["mod"]
     dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    model = build_model(cfg, dataset)
+    model = build_ensemble(cfg, dataset)
     X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
 
     def gradients() -> list[torch.Tensor]:
@@ -153,5 +154,6 @@ def test_reproducible_mode_asked_for_after_numpy_loaded_is_refused(tmp_path, cap
     # This process has numpy and torch loaded: their code paths are chosen and cannot be pinned any more.
     code = cli.main(["run", "staircase-add", "--set", "train.epochs=5", "--out", str(tmp_path / "r"), "--reproducible"])
     err = capsys.readouterr().err
-    assert code == 2 and err.startswith("ctxstair: error: reproducible mode must be chosen before") and err.count("\n") == 1
+    assert (code == 2 and err.startswith("ctxstair: error: reproducible mode must be chosen before")
+            and err.count("\n") == 1)
     assert not (tmp_path / "r").exists()

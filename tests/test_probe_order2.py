@@ -66,7 +66,8 @@ def test_order2_probe_recovers_planted_probe_and_scores_heldout_pairs(rng):
     result = probe_alignment(phi2, emb, restarts=3)
     assert result.v.shape == (1, 5, 2, 5) and result.heldout_pearson.shape == (1,)
     assert np.all(result.heldout_pearson_per_fold >= 0.99)
-    # the reported held-out score is the Pearson r of the fitted probe on each fold's own pairs, recomputed by brute force
+    # the reported held-out score is the Pearson r of the fitted probe on each fold's own pairs, recomputed by
+    # brute force
     target = upper_triangle(cosine_matrix(emb))
     for f in range(5):
         tri = upper_triangle(cosine_matrix(brute_h(phi2, *result.v[0, f])))

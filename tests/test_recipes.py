@@ -5,17 +5,17 @@ import json
 
 import numpy as np
 import pytest
-
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir
 from ctxstair.config import load_yaml
 from ctxstair.errors import InputError
 from ctxstair.recipes import all_recipes, get, run_recipe, write_recipe_report
-from ctxstair.recipes import measures as ms
+from ctxstair.report import measures as ms
 
-RECIPE_NAMES = ["activation-order", "attention-arith", "attention-parity", "composite", "early-geometry", "ffn-vs-attention",
-                "higher-orders", "init-scaling", "label-law", "lm-staircase", "minmax", "modulus-onset",
+RECIPE_NAMES = ["activation-order", "attention-arith", "attention-parity", "composite", "early-geometry",
+                "ffn-vs-attention", "higher-orders", "init-scaling", "label-law", "lm-staircase", "minmax",
+                "modulus-onset",
                 "reason-memory", "seed-spectra", "signature-embeddings", "staircase-add", "staircase-mod"]
 
 SMALL = {
@@ -68,7 +68,8 @@ def test_staircase_add_small(runs):
     assert {p.name for p in (out / "figures").iterdir()} == {"staircase.png", "fourier.png", "geometry.png", "pca.png",
                                                             "order_shares.png"}
     # the staircase in gradient space (theory.csv): order 0's term leads early, order 1's late
-    shares = {k["name"].split(" at epoch")[-1]: k for k in summary(out)["key_numbers"] if k["name"].startswith("cosine")}
+    shares = {k["name"].split(" at epoch")[-1]: k for k in summary(out)["key_numbers"]
+              if k["name"].startswith("cosine")}
     assert len(shares) == 2 and all(k["met"] for k in shares.values())
 
 
@@ -147,7 +148,10 @@ def test_label_law(runs):
 # ---------------------------------------------------------------- errors leave nothing behind
 
 @pytest.mark.parametrize("name,overrides,needle", [
-    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, composite, early-geometry, ffn-vs-attention, higher-orders, init-scaling, label-law, lm-staircase, minmax, modulus-onset, reason-memory, seed-spectra, signature-embeddings, staircase-add, staircase-mod"),
+    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, "
+                   "composite, early-geometry, ffn-vs-attention, higher-orders, init-scaling, label-law, lm-staircase, "
+                   "minmax, modulus-onset, reason-memory, seed-spectra, signature-embeddings, staircase-add, "
+                   "staircase-mod"),
     ("staircase-add", {"train.foo": 1}, "unknown config key 'train.foo'"),
     ("staircase-add", {"train.lr": "fast"}, "train.lr must be of type float"),
     ("staircase-add", {"task.N": -1}, "'N'"),

@@ -10,8 +10,9 @@ from scipy.spatial.distance import cdist
 from ctxstair.cli import main
 from ctxstair.errors import InputError
 from ctxstair.lm.corpus import SYNTHETIC_GROUPS, WordGroup, synthetic_corpus
-from ctxstair.lm.semantics import group_structure, semantics_figure, silhouette_samples, summary_lines
+from ctxstair.lm.semantics import group_structure, silhouette_samples, summary_lines
 from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.report.semantics_figures import semantics_figure
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,13 @@ import json
 
 import numpy as np
 import pytest
-
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir, tasks
 from ctxstair.recipes import get, run_recipe, write_recipe_report
 from ctxstair.recipes.higher_orders import read_order2
-from ctxstair.recipes.minmax import closed_form_signatures, superposition_scores
 from ctxstair.signatures import label_signature
+from ctxstair.signatures.superposition import closed_form_signatures, superposition_scores
 
 SMALL = {
     # N = 12, d = 32, 300 epochs, 2 seeds: under gradient descent the trainable model is still on its
@@ -100,7 +99,7 @@ def test_minmax_small(runs):
 def test_higher_orders_small(runs):
     out = runs("higher-orders")
     table = read_order2(out)
-    epochs = rundir.snapshot_epochs(out)
+    epochs = rundir.snapshot_times(out)
     assert set(table["signature"]) == {"order2_probe", "order1_flat"}
     assert np.array_equal(np.unique(table["epoch"]), epochs) and table["defined"].dtype == bool
     m = summary(out)["members"][0]
@@ -118,7 +117,7 @@ def test_higher_orders_small(runs):
 
 def test_recipes_are_registered():
     assert list(get("signature-embeddings").runs())[:3] == ["gd-signature", "gd-trainable", "gd-random"]
-    assert get("higher-orders").extra_file == "order2.csv"
+    assert get("higher-orders").analyses == ("alignment", "order2")
     assert list(get("minmax").runs()) == [""]
 
 

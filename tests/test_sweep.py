@@ -149,7 +149,8 @@ def test_no_analysis_sweep_has_training_numbers_only(tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["sweep", "staircase-add", "--grid", "model.nosuch=1,2"], "model.nosuch"),
-    (["sweep", "staircase-add", "--grid", "model.d=8,16", "--set", "model.d=8"], "model.d given both as --grid and as --set"),
+    (["sweep", "staircase-add", "--grid", "model.d=8,16", "--set", "model.d=8"],
+     "model.d given both as --grid and as --set"),
     (["sweep", "staircase-add", "--grid", "model.d=8,-1"], "model.d must be >= 1"),
     (["sweep", "lm-staircase", "--grid", "train.lr=0.1,1"], "cannot be swept"),
     (["sweep", "staircase-add"], "at least one --grid"),

@@ -91,7 +91,7 @@ def test_modsum_order0_uniform_iff_divides():
     for M, uniform in [(5, True), (3, False)]:
         ds = tasks.make("modsum", N=20, M=M)
         counts = np.zeros((21, M))
-        for (a, b), y in zip(ds.X.tolist(), ds.y.tolist()):
+        for (a, _b), y in zip(ds.X.tolist(), ds.y.tolist()):
             counts[a, y] += 1
         assert np.all(counts[1:] == counts[1:, :1]) == uniform
 
@@ -134,7 +134,7 @@ def test_two_anchor_exact_and_uniform_order0():
         assert y == ((a1 - p) + (a2 - p) + x) % p
     # every token's order-0 label signature is uniform over 0..p-1
     for tok in range(2 * p):
-        labels = ds.y[(ds.X == tok).any(axis=1)]
+        labels = ds.y[(tok == ds.X).any(axis=1)]
         assert np.all(np.bincount(labels, minlength=p) == labels.size // p)
 
 

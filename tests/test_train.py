@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from recipe_helpers import run_contents as contents
 
 from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, apply_overrides, load_yaml
 from ctxstair.errors import InputError
-from ctxstair.train import build_model, member_losses, snapshot_schedule, train_run
-from ctxstair.train import engine
-from recipe_helpers import run_contents as contents
+from ctxstair.models import build_ensemble
+from ctxstair.run import Run
+from ctxstair.train import member_losses, snapshot_schedule, train_run
 
 EPOCHS = 60
 BASE = {"task.N": 8, "model.d": 32, "train.epochs": EPOCHS, "snapshots.every": 20, "analysis.enabled": False}
@@ -92,8 +93,8 @@ def test_snapshot_schedule_is_dense_early_and_sparse_late():
 
 def test_engine_snapshots_at_the_schedule(tmp_path):
     run = train_run(config(train__epochs=45), tmp_path / "r", progress=False)
-    assert rundir.snapshot_epochs(run) == snapshot_schedule(45, 16, 20)
-    assert 45 in rundir.snapshot_epochs(run) and 40 in rundir.snapshot_epochs(run)
+    assert rundir.snapshot_times(run) == snapshot_schedule(45, 16, 20)
+    assert 45 in rundir.snapshot_times(run) and 40 in rundir.snapshot_times(run)
 
 
 # ---------------------------------------------------------------- run directory contents
@@ -110,7 +111,8 @@ def test_run_directory_contents(tmp_path):
     assert load_yaml((run / "config.yaml").read_text()) == cfg
 
     members = list(csv.DictReader(io.StringIO((run / "members.csv").read_text())))
-    assert list(members[0]) == ["member", "seed", "d", "gamma_embedding", "gamma_unembedding", "init_std_W_E", "init_std_W_U"]
+    assert list(members[0]) == ["member", "seed", "d", "gamma_embedding", "gamma_unembedding", "init_std_W_E",
+                                "init_std_W_U"]
     assert [(r["member"], r["seed"], r["d"]) for r in members] == [("0", "4", "32"), ("1", "5", "32")]
     assert {(float(r["gamma_embedding"]), float(r["gamma_unembedding"])) for r in members} == {(0.75, 1.25)}
     init = rundir.load_snapshot(run, 0)
@@ -129,7 +131,7 @@ def test_run_directory_contents(tmp_path):
     assert all(math.isfinite(r["loss"]) and r["loss"] > 0 for r in rows)
 
     V = tasks.make("add", N=8).vocab_size
-    assert rundir.snapshot_epochs(run) == SCHEDULE
+    assert rundir.snapshot_times(run) == SCHEDULE
     for epoch in SCHEDULE:
         snap = rundir.load_snapshot(run, epoch)
         assert sorted(snap) == ["W_E", "W_U"]
@@ -142,7 +144,7 @@ def test_snapshot_of_epoch_e_has_the_logged_loss_of_epoch_e(tmp_path):
     cfg = OPTIMIZERS["adam"]
     run = train_run(cfg, tmp_path / "r", progress=False)
     dataset = tasks.make("add", N=8)
-    model = build_model(cfg, dataset)
+    model = build_ensemble(cfg, dataset)
     X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
     logged = {r["epoch"]: r for r in metric_rows(run)}
     init = rundir.load_snapshot(run, 0)
@@ -193,7 +195,7 @@ def test_resume_after_interruption_is_bitwise_identical(tmp_path, reference, opt
         assert (run / "checkpoint" / "state.json").is_file()
         last = max(e for e in SCHEDULE if e < stop)
         assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == last
-        assert rundir.snapshot_epochs(run) == [e for e in SCHEDULE if e <= last]
+        assert rundir.snapshot_times(run) == [e for e in SCHEDULE if e <= last]
         # metrics.jsonl holds the epochs before the checkpoint
         assert [r["epoch"] for r in metric_rows(run)] == list(range(last))
     train_run(cfg, run, resume=True, progress=False)
@@ -233,7 +235,7 @@ def fail_once(real, when):
 ])
 def test_interruption_while_checkpointing(tmp_path, reference, monkeypatch, target, when):
     cfg, run = OPTIMIZERS["adam"], tmp_path / "run"
-    monkeypatch.setattr(engine, target, fail_once(getattr(engine, target), when))
+    monkeypatch.setattr(Run, target, fail_once(getattr(Run, target), when))
     with pytest.raises(Boom):
         train_run(cfg, run, progress=False)
     monkeypatch.undo()
@@ -243,11 +245,11 @@ def test_interruption_while_checkpointing(tmp_path, reference, monkeypatch, targ
 
 def test_interruption_while_writing_a_snapshot(tmp_path, reference, monkeypatch):
     cfg, run = OPTIMIZERS["sgd"], tmp_path / "run"
-    monkeypatch.setattr(engine.rundir, "save_snapshot", fail_once(rundir.save_snapshot, lambda n, args: args[1] == 20))
+    monkeypatch.setattr(rundir, "save_snapshot", fail_once(rundir.save_snapshot, lambda n, args: args[1] == 20))
     with pytest.raises(Boom):
         train_run(cfg, run, progress=False)
     monkeypatch.undo()
-    assert 20 not in rundir.snapshot_epochs(run)
+    assert 20 not in rundir.snapshot_times(run)
     train_run(cfg, run, resume=True, progress=False)
     assert contents(run) == reference["sgd"]
 
@@ -327,7 +329,8 @@ def test_ensemble_members_equal_separate_runs(tmp_path, optimizer):
     ens = train_run(cfg, tmp_path / "ens", progress=False)
     rows = metric_rows(ens)
     for k in range(3):
-        alone = train_run(apply_overrides(cfg, {"train.members": 1, "train.seed": k}), tmp_path / f"s{k}", progress=False)
+        alone = train_run(apply_overrides(cfg, {"train.members": 1, "train.seed": k}), tmp_path / f"s{k}",
+                          progress=False)
         mine = [r for r in rows if r["member"] == k]
         theirs = metric_rows(alone)
         assert [r["epoch"] for r in mine] == [r["epoch"] for r in theirs]
@@ -368,7 +371,7 @@ def test_no_snapshot_run_resumes_bitwise_and_writes_no_snapshots(tmp_path, refer
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == max(e for e in SCHEDULE if e < stop)
     train_run(cfg, run, resume=True, progress=False)
     assert contents(run) == contents(whole)
-    assert rundir.snapshot_epochs(run) == [] and not (run / "snapshots").exists()
+    assert rundir.snapshot_times(run) == [] and not (run / "snapshots").exists()
     with_snapshots = {k: v for k, v in reference["adam"].items() if not k.startswith("snapshots/")}
     assert {k: v for k, v in contents(run).items() if k != "config.yaml"} == \
         {k: v for k, v in with_snapshots.items() if k != "config.yaml"}

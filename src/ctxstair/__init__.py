@@ -8,15 +8,15 @@ Importing the package first fixes the process's threads and floating-point code 
 on first use, so ``import ctxstair`` itself loads neither numpy nor torch.
 """
 
+import contextlib
 import importlib
 
 from ctxstair import numerics
 from ctxstair.errors import InputError, TooLargeError
 
-try:
+# A malformed CTXSTAIR_* variable: reported where it is next read (the command line's one-line error).
+with contextlib.suppress(InputError):
     numerics.configure()
-except InputError:  # a malformed CTXSTAIR_* variable: reported where it is next read (the command line's one-line error)
-    pass
 
 __version__ = "0.1.0"
 __all__ = ["alignment", "signatures", "tasks", "InputError", "TooLargeError", "__version__"]

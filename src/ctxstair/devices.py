@@ -22,7 +22,7 @@ def check_device_name(key: str, name: str) -> None:
         raise InputError(f"{key} must be auto, cpu, cuda or cuda:N; got {name!r}")
 
 
-def resolve_device(name: str, local_rank: int | None = None, key: str = "train.device") -> "torch.device":
+def resolve_device(name: str, local_rank: int | None = None, key: str = "train.device") -> torch.device:
     """The torch device of a device setting ``name``; under torchrun (``local_rank`` given) CUDA
     means ``cuda:LOCAL_RANK``. Raise InputError when CUDA is asked for and absent."""
     import torch  # here, so that checking a configuration does not load torch
@@ -44,7 +44,8 @@ def resolve_device(name: str, local_rank: int | None = None, key: str = "train.d
 def add_device_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--device auto|cpu|cuda|cuda:N`` to a command: shorthand for ``--set train.device=...``."""
     parser.add_argument("--device", default=None, metavar="DEVICE",
-                        help="auto (CUDA when present; the default), cpu, cuda or cuda:N; same as --set train.device=DEVICE")
+                        help="auto (CUDA when present; the default), cpu, cuda or cuda:N; "
+                             "same as --set train.device=DEVICE")
 
 
 def with_device(overrides: dict[str, Any], device: str | None) -> dict[str, Any]:

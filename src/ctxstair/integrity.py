@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_bytes, atomic_write_text

@@ -14,8 +14,8 @@ import os
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 

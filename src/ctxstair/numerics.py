@@ -26,6 +26,7 @@ No SPEC section: this is the engineering under every number the SPEC's experimen
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -200,10 +201,8 @@ def _mkl_dynamic_off(torch) -> None:
     import ctypes
 
     library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or torch built without MKL
         ctypes.CDLL(str(library), mode=os.RTLD_NOLOAD | os.RTLD_LAZY).MKL_Set_Dynamic(0)
-    except (OSError, AttributeError):  # not Linux, or torch built without MKL
-        pass
 
 
 def _flag(value: str) -> bool:

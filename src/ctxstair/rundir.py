@@ -6,6 +6,10 @@ that notebooks and other tools need nothing but this module.
     from ctxstair import rundir
     metrics = rundir.read_metrics("runs/staircase-add")       # {'member', 'epoch', 'loss', 'acc'}
     W = rundir.load_snapshot("runs/staircase-add", 100)        # {'W_E': (K, V, d), 'W_U': (K, V, d)}
+
+This module is the file formats only (numpy, no torch), so that reports and notebooks need
+nothing else; :class:`ctxstair.run.Run` is the run directory as one object for trainers and
+analyses.
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ import csv
 import io
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
-from ctxstair.errors import InputError
 from ctxstair import numerics
+from ctxstair.errors import InputError
 from ctxstair.integrity import check_progress, read_verified, write_verified
 from ctxstair.io import atomic_write_text
 from ctxstair.signatures.hierarchy import SignatureHierarchy
@@ -31,30 +35,36 @@ ALIGNMENT_COLUMNS = ("member", "epoch", "signature", "pearson", "spearman", "one
 SNAPSHOT_DIR = "snapshots"
 
 
-def snapshot_path(run_dir: str | os.PathLike, epoch: int) -> Path:
-    """Path of the snapshot file of ``epoch``."""
-    return Path(run_dir) / SNAPSHOT_DIR / f"epoch_{epoch:06d}.safetensors"
+def snapshot_path(run_dir: str | os.PathLike, t: int, unit: str = "epoch") -> Path:
+    """Path of the snapshot at time ``t``: ``snapshots/<unit>_<t:08d>.safetensors``, where ``unit``
+    is what the trainer counts (``epoch`` for the ensemble engine, ``step`` for language models)."""
+    return Path(run_dir) / SNAPSHOT_DIR / f"{unit}_{t:08d}.safetensors"
 
 
-def save_snapshot(run_dir: str | os.PathLike, epoch: int, tensors: dict[str, np.ndarray]) -> None:
-    """Write named arrays (member axis first) for ``epoch`` as safetensors, atomically, and record
-    its SHA-256 in ``snapshots/manifest.json`` (:mod:`ctxstair.integrity`)."""
-    data = save_safetensors({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata={"epoch": str(epoch)})
-    write_verified(snapshot_path(run_dir, epoch), data)
+def save_snapshot(run_dir: str | os.PathLike, t: int, tensors: dict[str, np.ndarray], unit: str = "epoch") -> None:
+    """Write named arrays (for an ensemble: member axis first) for time ``t`` as safetensors,
+    atomically, and record its SHA-256 in ``snapshots/manifest.json`` (:mod:`ctxstair.integrity`)."""
+    data = save_safetensors({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata={unit: str(t)})
+    write_verified(snapshot_path(run_dir, t, unit), data)
 
 
-def snapshot_epochs(run_dir: str | os.PathLike) -> list[int]:
-    """Sorted epochs that have a snapshot."""
+def snapshot_times(run_dir: str | os.PathLike) -> list[int]:
+    """Sorted times (epochs or steps) that have a snapshot."""
+    return sorted(_snapshot_files(run_dir))
+
+
+def _snapshot_files(run_dir: str | os.PathLike) -> dict[int, Path]:
     folder = Path(run_dir) / SNAPSHOT_DIR
-    return sorted(int(p.stem.split("_")[1]) for p in folder.glob("epoch_*.safetensors")) if folder.is_dir() else []
+    files = folder.glob("*_*.safetensors") if folder.is_dir() else []
+    return {int(p.stem.rsplit("_", 1)[1]): p for p in files if p.stem.rsplit("_", 1)[1].isdigit()}
 
 
-def load_snapshot(run_dir: str | os.PathLike, epoch: int) -> dict[str, np.ndarray]:
-    """Arrays of the snapshot at ``epoch`` (e.g. ``W_E`` (K, V, d)) after checking its SHA-256;
+def load_snapshot(run_dir: str | os.PathLike, t: int) -> dict[str, np.ndarray]:
+    """Arrays of the snapshot at time ``t`` (e.g. ``W_E`` (K, V, d)) after checking its SHA-256;
     InputError naming the file if it is missing, corrupted, truncated or unreadable."""
-    path = snapshot_path(run_dir, epoch)
-    if not path.is_file():
-        raise InputError(f"no snapshot for epoch {epoch} in {Path(run_dir)} (have: {snapshot_epochs(run_dir)})")
+    path = _snapshot_files(run_dir).get(t)
+    if path is None:
+        raise InputError(f"no snapshot for time {t} in {Path(run_dir)} (have: {snapshot_times(run_dir)})")
     data = read_verified(path)
     try:
         return load_safetensors(data)
@@ -63,30 +73,46 @@ def load_snapshot(run_dir: str | os.PathLike, epoch: int) -> dict[str, np.ndarra
 
 
 def check_snapshot_progress(run_dir: str | os.PathLike) -> None:
-    """InputError if two neighbouring snapshots are byte-identical although the logged full-batch
-    loss changed between their epochs, i.e. training moved but the writer did not (issue 9 item 2)."""
-    epochs = snapshot_epochs(run_dir)
-    if len(epochs) < 2 or not (Path(run_dir) / "metrics.jsonl").is_file():
+    """InputError if two neighbouring snapshots are byte-identical although training moved between
+    them, i.e. the writer is stuck (issue 9 item 2). Training moved when the logged full-batch loss
+    changed (ensembles: ``epoch`` rows) or when some step between them had a learning rate above
+    zero (language models: ``step`` rows; AdamW then moves every weight)."""
+    files = _snapshot_files(run_dir)
+    if len(files) < 2 or not (Path(run_dir) / "metrics.jsonl").is_file():
         return
-    metrics = read_metrics(run_dir)
-    losses = {}
-    for epoch, loss in zip(metrics["epoch"], metrics["loss"]):
-        losses.setdefault(int(epoch), []).append(float(loss))
-    names = {snapshot_path(run_dir, e).name: e for e in epochs}
+    rows = read_metric_rows(run_dir)
+    names = {path.name: t for t, path in sorted(files.items())}
+    if rows and "step" in rows[0]:
+        lrs = {r["step"]: r["lr"] for r in rows if "lr" in r}
 
-    def moved(a: str, b: str) -> bool:
-        return not np.array_equal(losses.get(names[a], []), losses.get(names[b], []), equal_nan=True)
+        def moved(a: str, b: str) -> bool:
+            return any(lrs.get(s, 0.0) > 0 for s in range(names[a], names[b]))
+    else:
+        losses: dict[int, list[float]] = {}
+        for row in rows:
+            losses.setdefault(int(row["epoch"]), []).append(float(row["loss"]))
+
+        def moved(a: str, b: str) -> bool:
+            return not np.array_equal(losses.get(names[a], []), losses.get(names[b], []), equal_nan=True)
 
     check_progress(Path(run_dir) / SNAPSHOT_DIR, list(names), moved)
 
 
 def write_metrics(run_dir: str | os.PathLike, rows: list[dict]) -> None:
-    """Write ``metrics.jsonl`` (one object per member and epoch) atomically."""
+    """Write ``metrics.jsonl`` atomically: one JSON object per row, in order. The one schema of
+    every trainer: the time (``epoch`` or ``step``), ``member`` for ensembles, and the measurements."""
     atomic_write_text(Path(run_dir) / "metrics.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
 
 
+def read_metric_rows(run_dir: str | os.PathLike) -> list[dict]:
+    """The rows of ``metrics.jsonl`` as written (an empty list when there is none yet)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
 def read_metrics(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
-    """``metrics.jsonl`` as columns ``member``, ``epoch`` (int) and ``loss``, ``acc`` (float), file order."""
+    """``metrics.jsonl`` of an ensemble run as columns ``member``, ``epoch`` (int) and ``loss``,
+    ``acc`` (float), file order. InputError if the file is missing."""
     rows = [json.loads(line) for line in _read_text(run_dir, "metrics.jsonl").splitlines() if line.strip()]
     return {
         "member": np.array([r["member"] for r in rows], dtype=np.int64),

@@ -12,7 +12,6 @@ InputError naming the file (exit code 2); a run that stopped on a numerical faul
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -30,38 +29,21 @@ def run_directories(path: Path) -> list[Path]:
             children = [path / part for part in entries] if key == "parts" else \
                 [path / "cells" / cell["name"] for cell in entries if (path / "cells" / cell["name"]).is_dir()]
             return [run for child in children for run in run_directories(child)]
-    raise InputError(f"{path} is not a ctxstair run, recipe or sweep directory (no config.yaml, recipe.json or sweep.json)")
+    raise InputError(f"{path} is not a ctxstair run, recipe or sweep directory "
+                     "(no config.yaml, recipe.json or sweep.json)")
 
 
 def verify_run(run: Path) -> tuple[int, int]:
     """Check one run directory; return (snapshots verified, checkpoints verified)."""
-    from ctxstair.lm.train import check_snapshot_progress as check_lm_progress
-
     snapshots = integrity.verify_folder(run / "snapshots") if (run / "snapshots").is_dir() else 0
-    (check_lm_progress if (run / "tokenizer.json").is_file() else rundir.check_snapshot_progress)(run)
+    rundir.check_snapshot_progress(run)
     state = run / "checkpoint" / "state.json"
     if not state.is_file():
         return snapshots, 0
     info = json.loads(state.read_text())
-    path = run / "checkpoint" / (info.get("tensors") or info.get("file"))  # ensemble / language-model checkpoint
+    path = run / "checkpoint" / info["tensors"]
     if not path.is_file():
         raise InputError(f"{path} is missing although {state} names it")
     if "sha256" in info:
         integrity.check_digest(path, path.read_bytes(), info["sha256"])
     return snapshots, 1
-
-
-def register(commands) -> None:
-    """Add ``ctxstair verify``."""
-    verify = commands.add_parser("verify", help="check every snapshot and checkpoint against its SHA-256")
-    verify.add_argument("path", type=Path, help="a run, recipe or sweep directory")
-    verify.set_defaults(handler=cmd_verify)
-
-
-def cmd_verify(args: argparse.Namespace) -> None:
-    """Verify and print one line: what was checked, and which runs stopped on a fault."""
-    runs = run_directories(args.path)
-    counts = [verify_run(run) for run in runs]
-    failed = [str(run) for run in runs if (run / "failure.json").is_file()]
-    print(f"ok: {len(runs)} run(s), {sum(c[0] for c in counts)} snapshots and {sum(c[1] for c in counts)} "
-          "checkpoint(s) verified" + (f"; stopped on a numerical fault: {', '.join(failed)}" if failed else ""))

@@ -16,18 +16,18 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from safetensors.numpy import load as load_safetensors
-
 from recipe_helpers import run_contents
+from safetensors.numpy import load as load_safetensors
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 KILLS = 12
 # Training long enough next to start-up, analysis and report that kills land in it too (checkpoints
 # every 500 epochs), with few snapshots to analyse.
-SMALL_RUN = ["--set", "task.N=8", "--set", "model.d=16", "--set", "train.epochs=3000", "--set", "snapshots.log_points=4",
-             "--set", "snapshots.every=500", "--set", "analysis.probe_steps=60"]
-TINY_LM = ["--set", "model.d_model=16", "--set", "model.n_layers=1", "--set", "model.n_heads=2", "--set", "model.head_dim=8",
-           "--set", "model.d_mlp=32", "--set", "corpus.window=16", "--set", "corpus.vocab_size=300",
+SMALL_RUN = ["--set", "task.N=8", "--set", "model.d=16", "--set", "train.epochs=3000",
+             "--set", "snapshots.log_points=4", "--set", "snapshots.every=500", "--set", "analysis.probe_steps=60"]
+TINY_LM = ["--set", "model.d_model=16", "--set", "model.n_layers=1", "--set", "model.n_heads=2",
+           "--set", "model.head_dim=8", "--set", "model.d_mlp=32", "--set", "corpus.window=16",
+           "--set", "corpus.vocab_size=300",
            "--set", "corpus.max_tokens=20000", "--set", "train.steps=600", "--set", "train.batch_size=8",
            "--set", "train.lr=0.01", "--set", "snapshots.log_points=3", "--set", "snapshots.every=150",
            "--set", "analysis.k=40", "--set", "analysis.probe_steps=30", "--set", "analysis.windows=16"]
@@ -103,7 +103,8 @@ def kill_and_resume(argv, base: Path, reference: Path, reference_seconds: float,
     states, chain = [], 0
     while len(states) < kills:
         out = base / f"attempts{chain}"
-        while len(states) < kills and kill_after(argv(out) + ["--resume"], reference_seconds * rng.uniform(0.15, 0.95), env):
+        while len(states) < kills and kill_after(argv(out) + ["--resume"],
+                                                 reference_seconds * rng.uniform(0.15, 0.95), env):
             if out.exists():
                 check_visible_files_complete(out)
             states.append(describe(out))

@@ -113,11 +113,12 @@ def _bad_raw(key: str) -> st.SearchStrategy[str]:
     if base is bool:
         return st.one_of(st.integers(-5, 5).map(str), _list_raw, _not_a_number.filter(lambda raw: raw != "{a: 1}"))
     if base is str and key in CHOICES:
-        return st.one_of(_words.filter(lambda w: not isinstance(parse_value(w), bool) and not DEVICE_PATTERN.fullmatch(w)
-                                       and w not in ("gd", "sgd", "adam", "adamw", "flow", "relu", "gelu", "tanh", "poly",
-                                                     "monomial", "cbow", "attention", "trainable", "signature", "random",
-                                                     "float32", "float64", "dopri5", "dopri8", "bosh3", "fehlberg2",
-                                                     "adaptive_heun")),
+        return st.one_of(_words.filter(lambda w: not isinstance(parse_value(w), bool)
+                                       and not DEVICE_PATTERN.fullmatch(w)
+                                       and w not in ("gd", "sgd", "adam", "adamw", "flow", "relu", "gelu", "tanh",
+                                                     "poly", "monomial", "cbow", "attention", "trainable", "signature",
+                                                     "random", "float32", "float64", "dopri5", "dopri8", "bosh3",
+                                                     "fehlberg2", "adaptive_heun")),
                          st.integers().map(str), _list_raw)
     if base is str:  # free text (recipe): only other types are wrong
         return st.one_of(st.integers().map(str), _list_raw, st.sampled_from(["true", "null", "1.5"]))
@@ -148,7 +149,8 @@ def test_run_refuses_known_keys_with_bad_values(capsys, data):
                     st.one_of(st.integers(max_value=1).map(str), st.sampled_from(["2.5", "abc", "true", "[5]"]),
                               st.integers(min_value=2**61).map(str)))
     if key == "task.name":
-        raw = data.draw(_words.filter(lambda w: w not in {t.name for t in tasks.list()} and not isinstance(parse_value(w), bool)))
+        raw = data.draw(_words.filter(lambda w: w not in {t.name for t in tasks.list()}
+                                      and not isinstance(parse_value(w), bool)))
     with tempfile.TemporaryDirectory() as tmp:
         code, err = _cli(_run_argv(pathlib.Path(tmp) / "out", [f"{key}={raw}"]), capsys)
         _assert_refused(code, err, key, f"'{key.split('.')[-1]}'", f"{key.split('.')[-1]}=",
@@ -174,7 +176,8 @@ def test_run_refuses_unknown_keys(capsys, section, name, raw):
 
 @FEW
 @given(item=st.one_of(
-    st.text(alphabet=st.characters(blacklist_characters="=\x00", blacklist_categories=("Cs",)), min_size=1, max_size=12),
+    st.text(alphabet=st.characters(blacklist_characters="=\x00", blacklist_categories=("Cs",)),
+            min_size=1, max_size=12),
     st.text(alphabet=" \t", max_size=3).map(lambda space: space + "=1"),
 ))
 def test_run_refuses_malformed_items(capsys, item):
@@ -266,13 +269,14 @@ HUGE = [
     ("modsum", {"N": 10**7}), ("sum_mod", {"L": 10**9}), ("sum_mod", {"N": 10**9, "L": 3, "max_samples": 10**30}),
     ("minmax", {"N": 10**9}), ("two_anchor", {"p": 10**5}), ("label_law", {"n_context": 10**9, "anchor": 2 * 10**9}),
     ("parity", {"n_samples": 10**12}), ("parity", {"L": 10**12}), ("parity", {"noise_hi": 10**15}),
-    ("composite", {"n_samples": 10**10}), ("composite", {"n_eval": 10**10}), ("composite", {"key_hi": 10**14, "noise_hi": 10**14}),
-    ("composite", {"seq_len": 10**12}), ("composite", {"anchors": tuple(range(1, 10**5)), "shifts": (0,) * (10**5 - 1),
-                                                       "key_lo": 10**5, "key_hi": 10**5 + 50, "noise_lo": 10**5, "noise_hi": 10**5 + 50}),
+    ("composite", {"n_samples": 10**10}), ("composite", {"n_eval": 10**10}),
+    ("composite", {"key_hi": 10**14, "noise_hi": 10**14}), ("composite", {"seq_len": 10**12}),
+    ("composite", {"anchors": tuple(range(1, 10**5)), "shifts": (0,) * (10**5 - 1),
+                   "key_lo": 10**5, "key_hi": 10**5 + 50, "noise_lo": 10**5, "noise_hi": 10**5 + 50}),
     ("reason_memory", {"n_samples": 10**10}),
     ("reason_memory", {"q": 10**6, "seq_len": 10**6 + 1, "n_samples": 1, "n_eval": 1, "heldout": ()}),
-    ("reason_memory", {"memory_hi": 10**13, "reasoning_lo": 10**13 + 1, "reasoning_hi": 10**13 + 20, "key_lo": 10**13 + 30,
-                       "key_hi": 10**13 + 60, "heldout": ()}),
+    ("reason_memory", {"memory_hi": 10**13, "reasoning_lo": 10**13 + 1, "reasoning_hi": 10**13 + 20,
+                       "key_lo": 10**13 + 30, "key_hi": 10**13 + 60, "heldout": ()}),
 ]
 
 
@@ -334,7 +338,8 @@ def test_signatures_command_targeted(tmp_path, capsys, argv, names):
 # ------------------------------------------------------------------ token arrays (signature API)
 
 V = 7
-_any_dtype = st.sampled_from([np.float64, np.float32, np.bool_, np.int8, np.int64, np.uint16, np.complex64, "U2", object])
+_any_dtype = st.sampled_from([np.float64, np.float32, np.bool_, np.int8, np.int64, np.uint16, np.complex64, "U2",
+                              object])
 
 
 def _elements(dtype):
@@ -486,7 +491,8 @@ def test_prefix_signature_refuses_bad_windows(case, windows, ids, names):
 
 def _corpus_argv(command: str, corpus: pathlib.Path, out: pathlib.Path) -> list[str]:
     if command == "lm":
-        return ["lm", "train", f"--set=corpus.source={corpus}", "--set=train.steps=2", "--no-analysis", "--out", str(out)]
+        return ["lm", "train", f"--set=corpus.source={corpus}", "--set=train.steps=2", "--no-analysis",
+                "--out", str(out)]
     return ["semantics", str(corpus), "--out", str(out)]
 
 

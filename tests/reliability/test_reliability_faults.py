@@ -28,7 +28,7 @@ def test_a_learning_rate_far_too_large_stops_the_run(tmp_path, capsys):
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["epoch"] == failure["epoch"] and metrics[-1]["loss"] != metrics[-1]["loss"]  # NaN last
     assert all(row["loss"] == row["loss"] for row in metrics[:-1])  # finite before
-    assert not (out / "checkpoint").exists() and (out / "snapshots" / "epoch_000000.safetensors").is_file()
+    assert not (out / "checkpoint").exists() and (out / "snapshots" / "epoch_00000000.safetensors").is_file()
     html = (out / "report.html").read_text()
     assert f"FAILED: training diverged at epoch {failure['epoch']}" in html and "✗" in html
     assert not (out / "alignment.csv").exists()
@@ -53,8 +53,8 @@ def test_the_member_and_tensor_that_went_bad_are_named(tmp_path, monkeypatch):
                 built[0].W_U[1, 0, 0] = float("inf")
         return result
 
-    engine_build, poisoned.calls = engine.build_model, 0
-    monkeypatch.setattr(engine, "build_model", build)
+    engine_build, poisoned.calls = engine.build_ensemble, 0
+    monkeypatch.setattr(engine, "build_ensemble", build)
     monkeypatch.setattr(engine, "full_batch_step", poisoned)
     cfg = apply_overrides(RunConfig(), {"task.N": 6, "model.d": 8, "train.epochs": 20, "train.members": 2})
     with pytest.raises(TrainingDiverged, match=r"epoch 6: the loss of member\(s\) \[1\] is not finite; "

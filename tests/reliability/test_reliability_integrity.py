@@ -9,11 +9,12 @@ import shutil
 import pytest
 
 from ctxstair import rundir
-from ctxstair.alignment.snapshots import analyse_run
+from ctxstair.analysis import analyse
 from ctxstair.cli import main
 from ctxstair.config import RunConfig, apply_overrides
+from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError
-from ctxstair.lm.train import LMConfig, load_snapshot, snapshot_steps, train_lm
+from ctxstair.lm.train import train_lm
 from ctxstair.train import train_run
 from ctxstair.verify import verify_run
 
@@ -60,11 +61,12 @@ def test_damaged_snapshot_is_named_on_load_and_by_verify(run, capsys, damage):
     data = bytearray(path.read_bytes())
     if damage == "flip":
         data[len(data) // 2] ^= 0x01  # one bit in the tensor data: still a valid safetensors file
-    path.write_bytes(bytes(data[: len(data) // 2]) if damage == "truncate" else b"" if damage == "empty" else bytes(data))
+    path.write_bytes(bytes(data[: len(data) // 2]) if damage == "truncate"
+                     else b"" if damage == "empty" else bytes(data))
     with pytest.raises(InputError, match=f"{path}.* is corrupted or truncated"):
         rundir.load_snapshot(run, 20)
     with pytest.raises(InputError, match="corrupted or truncated"):
-        analyse_run(run)
+        analyse(run, ["alignment"])
     code, _, err = verify(run, capsys)
     assert code == 2 and str(path) in err and err.count("\n") == 1
     assert not (run / "alignment.csv").exists()
@@ -73,7 +75,7 @@ def test_damaged_snapshot_is_named_on_load_and_by_verify(run, capsys, damage):
 def test_snapshot_missing_from_the_manifest_is_refused(run, capsys):
     manifest_path = run / "snapshots" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    del manifest["files"]["epoch_000020.safetensors"]
+    del manifest["files"]["epoch_00000020.safetensors"]
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(InputError, match="not in .*manifest.json: it was not completely written"):
         rundir.load_snapshot(run, 20)
@@ -85,11 +87,12 @@ def test_stuck_writer_is_flagged(run, capsys):
     manifest_path = run / "snapshots" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     shutil.copyfile(rundir.snapshot_path(run, 20), rundir.snapshot_path(run, 40))
-    manifest["files"]["epoch_000040.safetensors"] = manifest["files"]["epoch_000020.safetensors"]
+    manifest["files"]["epoch_00000040.safetensors"] = manifest["files"]["epoch_00000020.safetensors"]
     manifest_path.write_text(json.dumps(manifest))
     rundir.load_snapshot(run, 40)  # each file alone is consistent with the manifest
-    with pytest.raises(InputError, match="epoch_000020.safetensors and .*epoch_000040.safetensors are byte-identical"):
-        analyse_run(run)
+    with pytest.raises(InputError,
+                       match="epoch_00000020.safetensors and .*epoch_00000040.safetensors are byte-identical"):
+        analyse(run, ["alignment"])
     code, _, err = verify(run, capsys)
     assert code == 2 and "byte-identical" in err
 
@@ -99,7 +102,7 @@ def test_unchanged_weights_are_not_flagged(tmp_path):
     but each records its epoch, so the files differ and nothing is flagged as a stuck writer."""
     cfg = apply_overrides(RunConfig(), {**SMALL, "train.optimizer": "sgd", "train.lr": 1e-300})
     run = train_run(cfg, tmp_path / "still", progress=False)
-    arrays = [rundir.load_snapshot(run, e)["W_E"] for e in rundir.snapshot_epochs(run)]
+    arrays = [rundir.load_snapshot(run, e)["W_E"] for e in rundir.snapshot_times(run)]
     assert all((a == arrays[0]).all() for a in arrays)
     files = json.loads((run / "snapshots" / "manifest.json").read_text())["files"]
     assert len(set(files.values())) == len(files)
@@ -131,13 +134,13 @@ def test_corrupted_checkpoint_is_refused_on_resume(tmp_path):
 def test_language_model_snapshots_and_checkpoints_are_verified(tmp_path, capsys):
     cfg = apply_overrides(LMConfig(), TINY_LM)
     run = train_lm(cfg, tmp_path / "lm")
-    step = snapshot_steps(run)[1]
+    step = rundir.snapshot_times(run)[1]
     code, out, _ = verify(run, capsys)
-    assert code == 0 and f"{len(snapshot_steps(run))} snapshots" in out
+    assert code == 0 and f"{len(rundir.snapshot_times(run))} snapshots" in out
     path = run / "snapshots" / f"step_{step:08d}.safetensors"
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(InputError, match="corrupted or truncated"):
-        load_snapshot(run, step)
+        rundir.load_snapshot(run, step)
     assert verify(run, capsys)[0] == 2
 
     def stop_at_15(s):

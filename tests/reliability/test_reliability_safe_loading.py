@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import json
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -270,17 +269,18 @@ def test_a_sharded_safetensors_model_still_loads(tmp_path, corpus):
     np.testing.assert_array_equal(checkpoint.W_E, model.get_input_embeddings().weight.detach().numpy())
 
 
-def test_lm_resume_checkpoint_refuses_a_malicious_pickle(tmp_path):
-    """``ctxstair lm train --resume`` reads ``checkpoint/state_*.pt`` with ``torch.load(weights_only=True)``:
-    the restricted unpickler refuses the payload before anything runs, and the refusal is a clear
-    InputError naming the file (exit code 2 on the command line)."""
-    from ctxstair.lm.train import _load_checkpoint
+def test_resume_checkpoint_refuses_a_malicious_pickle(tmp_path):
+    """``--resume`` reads ``checkpoint/`` as safetensors only (both trainers share the format): a
+    pickle named by ``state.json`` is refused as unreadable, naming the file, and its payload never runs."""
+    from ctxstair.config.lm import LMConfig
+    from ctxstair.run import Run
 
     (tmp_path / "checkpoint").mkdir()
-    write_malicious(tmp_path / "checkpoint" / "state_00000010.pt", tmp_path / "marker")
-    (tmp_path / "checkpoint" / "state.json").write_text(json.dumps({"step": 10, "file": "state_00000010.pt"}))
-    with pytest.raises(InputError, match=r"state_00000010.pt is not a loadable checkpoint \(UnpicklingError\)"):
-        _load_checkpoint(tmp_path, model=None, optimizer=None, generator=None)  # fails before using them
+    write_malicious(tmp_path / "checkpoint" / "state-00000010.safetensors", tmp_path / "marker")
+    (tmp_path / "checkpoint" / "state.json").write_text(json.dumps({"step": 10,
+                                                                    "tensors": "state-00000010.safetensors"}))
+    with pytest.raises(InputError, match=r"state-00000010.safetensors is unreadable"):
+        Run(tmp_path, LMConfig()).load_checkpoint(model=None, optimizer=None, generator=None)  # fails before using them
     assert not (tmp_path / "marker").exists()
 
 

@@ -12,7 +12,6 @@ kernels were turned on) would show up as a differing byte (see ctxstair.numerics
 """
 
 import pytest
-
 from kill_harness import TINY_LM, command, environment, kill_and_resume, run_to_end
 
 pytestmark = pytest.mark.stress  # ≈ 12 min on 2 cores: `make stress`, run by CI after `make test`

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import rel_entr
 
-from ctxstair.alignment._checks import float_array
 from ctxstair.alignment.similarity import CONSTANT_RTOL, _pearson, _scalar_if_0d
+from ctxstair.checks import float_array
 from ctxstair.errors import InputError
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstair.alignment._checks import phi1_array, snapshots
-from ctxstair.alignment.similarity import _cosine, compare
+from ctxstair.alignment.similarity import compare, stacked_cosines
+from ctxstair.checks import phi1_array, snapshots
 from ctxstair.errors import InputError
 
 
@@ -49,8 +49,8 @@ def fourier_alignment(phi1: object, embeddings: object, ks: object = None) -> di
     phi = phi1_array(phi1)
     emb = snapshots(embeddings, phi.shape[0])
     ks = _frequencies(ks, phi.shape[2])
-    S_sig = _cosine(fourier_signatures(phi, ks))  # (n_k, T, T)
-    result = compare(_cosine(emb)[:, None], S_sig[None])
+    S_sig = stacked_cosines(fourier_signatures(phi, ks))  # (n_k, T, T)
+    result = compare(stacked_cosines(emb)[:, None], S_sig[None])
     return {"ks": ks, **{key: np.asarray(value) for key, value in result.items()}}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstair.alignment._checks import float_array, int_in_range, square_stack
+from ctxstair.checks import float_array, int_in_range, square_stack
 from ctxstair.errors import InputError
 
 

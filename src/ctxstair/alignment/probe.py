@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ctxstair.alignment._checks import float_array, int_in_range, positive_float, snapshots
-from ctxstair.alignment.similarity import CONSTANT_RTOL, _cosine, upper_triangle
+from ctxstair.alignment.similarity import CONSTANT_RTOL, stacked_cosines, upper_triangle
+from ctxstair.checks import float_array, int_in_range, positive_float, snapshots
 from ctxstair.errors import InputError
 
 
@@ -108,32 +108,15 @@ def probe_alignment(
     init_std = np.sqrt(n_context**-0.5 if init_var is None else positive_float(init_var, "init_var"))
 
     gen = torch.Generator().manual_seed(int(seed))
-    pair_folds = torch.empty(n_pairs, dtype=torch.long)
-    pair_folds[torch.randperm(n_pairs, generator=gen)] = torch.arange(n_pairs) % folds
-    heldout = (pair_folds == torch.arange(folds)[:, None]).double()[:, None, :]  # (folds, 1, n_pairs)
-    train = 1.0 - heldout
+    pair_folds, heldout = _deal_pairs(n_pairs, folds, gen)
     v0 = torch.randn(folds, restarts, order, n_context, generator=gen, dtype=torch.float64) * init_std
 
     phi_t = torch.from_numpy(phi)
-    target = torch.from_numpy(upper_triangle(_cosine(emb)))[:, None, None, :]  # (S, 1, 1, n_pairs)
+    target = torch.from_numpy(upper_triangle(stacked_cosines(emb)))[:, None, None, :]  # (S, 1, 1, n_pairs)
     rows, cols = torch.triu_indices(n_tokens, n_tokens, 1)
-    project = (lambda v: v - v.mean(dim=-1, keepdim=True)) if zero_mean else (lambda v: v)
-
-    def train_pearson(v: torch.Tensor) -> torch.Tensor:
-        """(S, folds, R, m, P) probes -> (S, folds, R) Pearson r on the training pairs."""
-        return _weighted_pearson(_probe_triangle(phi_t, project(v), rows, cols), target, train)
-
-    param = v0.expand(emb.shape[0], -1, -1, -1, -1).clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([param], lr=lr)
-    fittable = ~_is_constant(target, train)  # (S, folds, 1): a constant target leaves nothing to fit
-    for _ in range(steps):
-        optimizer.zero_grad()
-        (-(train_pearson(param) * fittable).sum()).backward()
-        optimizer.step()
-
+    start = v0.expand(emb.shape[0], -1, -1, -1, -1)
+    v = _fit_probes(phi_t, target, 1.0 - heldout, start, rows, cols, zero_mean, steps, lr)  # (S, folds, 1, m, P)
     with torch.no_grad():
-        best = train_pearson(param).argmax(dim=-1)  # restart chosen on training pairs only
-        v = project(param.detach()).take_along_dim(best[..., None, None, None], dim=2)  # (S, folds, 1, m, P)
         tri = _probe_triangle(phi_t, v, rows, cols)
         scores = _weighted_pearson(tri, target, heldout, undefined_as_nan=True)[..., 0].numpy()
         v = v[:, :, 0, 0].numpy() if order == 1 else v[:, :, 0].numpy()
@@ -143,6 +126,38 @@ def probe_alignment(
         v=v,
         pair_folds=pair_folds.numpy(),
     )
+
+
+def _deal_pairs(n_pairs: int, folds: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shuffle the token pairs with ``gen`` and deal them into ``folds`` folds: the (n_pairs,) fold of each
+    pair and the (folds, 1, n_pairs) 0/1 masks of each fold's held-out pairs."""
+    pair_folds = torch.empty(n_pairs, dtype=torch.long)
+    pair_folds[torch.randperm(n_pairs, generator=gen)] = torch.arange(n_pairs) % folds
+    return pair_folds, (pair_folds == torch.arange(folds)[:, None]).double()[:, None, :]
+
+
+def _fit_probes(phi: torch.Tensor, target: torch.Tensor, train: torch.Tensor, start: torch.Tensor, rows: torch.Tensor,
+                cols: torch.Tensor, zero_mean: bool, steps: int, lr: float) -> torch.Tensor:
+    """Fit probes from ``start`` (S, folds, R, m, P) by Adam to maximise the Pearson r with ``target`` on the
+    ``train`` pairs; return, per (snapshot, fold), the (projected) probe of the restart with the best training
+    r, (S, folds, 1, m, P)."""
+    project = (lambda v: v - v.mean(dim=-1, keepdim=True)) if zero_mean else (lambda v: v)
+
+    def train_pearson(v: torch.Tensor) -> torch.Tensor:
+        """(S, folds, R, m, P) probes -> (S, folds, R) Pearson r on the training pairs."""
+        return _weighted_pearson(_probe_triangle(phi, project(v), rows, cols), target, train)
+
+    param = start.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([param], lr=lr)
+    fittable = ~_is_constant(target, train)  # (S, folds, 1): a constant target leaves nothing to fit
+    for _ in range(steps):
+        optimizer.zero_grad()
+        (-(train_pearson(param) * fittable).sum()).backward()
+        optimizer.step()
+
+    with torch.no_grad():
+        best = train_pearson(param).argmax(dim=-1)  # restart chosen on training pairs only
+        return project(param.detach()).take_along_dim(best[..., None, None, None], dim=2)
 
 
 def _signature_array(phi: object) -> np.ndarray:

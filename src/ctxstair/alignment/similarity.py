@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from ctxstair.alignment._checks import float_array, square_stack
+from ctxstair.checks import float_array, square_stack
 from ctxstair.errors import InputError
 
 #: Relative tolerance below which a set of values counts as constant.
@@ -127,10 +127,10 @@ def partial_correlation(S_emb: object, S_1: object, S_0: object, *, rtol: float 
 
 def _flat_cosine(M: object, name: str) -> np.ndarray:
     arr = float_array(M, name, min_ndim=2)
-    return _cosine(arr.reshape(arr.shape[0], -1))
+    return stacked_cosines(arr.reshape(arr.shape[0], -1))
 
 
-def _cosine(M: np.ndarray) -> np.ndarray:
+def stacked_cosines(M: np.ndarray) -> np.ndarray:
     """Cosine matrices of stacked row sets: (..., n, d) -> (..., n, n); zero rows give zeros."""
     norms = np.linalg.norm(M, axis=-1, keepdims=True)
     unit = np.divide(M, norms, out=np.zeros_like(M), where=norms > 0)

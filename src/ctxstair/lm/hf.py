@@ -27,15 +27,15 @@ import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
-from ctxstair.alignment._checks import int_in_range
-from ctxstair.alignment.similarity import _cosine, signature_cosine
+from ctxstair.alignment.similarity import signature_cosine, stacked_cosines
+from ctxstair.checks import int_in_range
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.tokenizer import TextTokenizer
@@ -143,8 +143,8 @@ def analyze_model(
         ``probe_heldout_mse`` and ``shuffled_heldout_mse`` (None without probe);
         ``similarity``: ``next`` (T, T) ``S^next`` and ``embedding`` (S, T, T) ``S^emb`` arrays.
     """
-    from ctxstair.lm.train import make_windows
-    from ctxstair.signatures import next_token_signature, prefix_signature
+    from ctxstair.lm.windows import make_windows
+    from ctxstair.signatures import next_token_signature
 
     k = int_in_range(k, "k", 4)
     window = int_in_range(window, "window", 2)
@@ -158,32 +158,15 @@ def analyze_model(
     if ids.size and ids.max() >= V:
         raise InputError(f"the corpus uses token id {ids.max()}, but the embedding matrix has only {V} rows")
     windows = make_windows(ids, window)
-    word_like = np.zeros(V, dtype=bool)
-    n_known = min(tokenizer.vocab_size, V)
-    word_like[:n_known] = tokenizer.word_like(np.arange(n_known))
-    tokens = analysis.eligible_tokens(windows, word_like, k)
-    if tokens.size < 4:
-        raise InputError(f"the corpus has only {tokens.size} distinct word-like tokens; need at least 4")
+    tokens = _word_like_tokens(windows, tokenizer, V, k)
     phi_next = next_token_signature(windows, V, tokens=tokens)
 
-    checkpoints, W = [], []
-    for checkpoint in chain([first], stream):
-        if checkpoint.W_E.shape != first.W_E.shape:
-            raise InputError(f"checkpoint {checkpoint.name} has embeddings of shape {checkpoint.W_E.shape}, "
-                             f"unlike {first.name} {first.W_E.shape}: not one run")
-        checkpoints.append({"name": checkpoint.name, "step": checkpoint.step})
-        W.append(checkpoint.W_E[tokens].astype(np.float64))
-    W = np.stack(W)  # (S, T, d)
+    checkpoints, W = _token_embeddings(first, stream, tokens)
     rho = analysis.rho_next(W, phi_next)
     probe_mse = shuffled_mse = [None] * len(W)
     labels, heldout = None, np.zeros(0, dtype=np.int64)
     if probe:
-        labels = analysis.prefix_labels(windows, tokens, V)
-        phi1 = prefix_signature(windows, tokens, labels, tokens)
-        train_idx, heldout_idx = analysis.token_split(tokens.size)
-        heldout = tokens[heldout_idx]
-        probe_mse = analysis.prefix_probe(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
-        shuffled_mse = analysis.shuffled_baseline(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
+        labels, heldout, probe_mse, shuffled_mse = _prefix_probe(windows, tokens, V, W)
     for i, row in enumerate(checkpoints):
         row.update(rho_next_pearson=float(rho["pearson"][i]), rho_next_spearman=float(rho["spearman"][i]),
                    rho_next_defined=bool(rho["defined"][i]), probe_heldout_mse=probe_mse[i],
@@ -197,8 +180,47 @@ def analyze_model(
         "prefix_labels": None if labels is None else int(labels.size),
         "heldout_tokens": heldout.tolist(),
         "checkpoints": checkpoints,
-        "similarity": {"next": signature_cosine(phi_next), "embedding": _cosine(W)},
+        "similarity": {"next": signature_cosine(phi_next), "embedding": stacked_cosines(W)},
     }
+
+
+def _word_like_tokens(windows: np.ndarray, tokenizer: TextTokenizer, V: int, k: int) -> np.ndarray:
+    """The token set of :func:`analyze_model`: the ``k`` most frequent word-like token ids of ``windows``;
+    InputError if there are fewer than 4."""
+    word_like = np.zeros(V, dtype=bool)
+    n_known = min(tokenizer.vocab_size, V)
+    word_like[:n_known] = tokenizer.word_like(np.arange(n_known))
+    tokens = analysis.eligible_tokens(windows, word_like, k)
+    if tokens.size < 4:
+        raise InputError(f"the corpus has only {tokens.size} distinct word-like tokens; need at least 4")
+    return tokens
+
+
+def _token_embeddings(first: Checkpoint, rest: Iterator[Checkpoint],
+                      tokens: np.ndarray) -> tuple[list[dict], np.ndarray]:
+    """One ``{"name", "step"}`` row per checkpoint (``first``, then ``rest``) and their embedding rows of
+    ``tokens`` as float64 (S, T, d); InputError if a checkpoint's embeddings differ in shape from the first's."""
+    checkpoints, W = [], []
+    for checkpoint in chain([first], rest):
+        if checkpoint.W_E.shape != first.W_E.shape:
+            raise InputError(f"checkpoint {checkpoint.name} has embeddings of shape {checkpoint.W_E.shape}, "
+                             f"unlike {first.name} {first.W_E.shape}: not one run")
+        checkpoints.append({"name": checkpoint.name, "step": checkpoint.step})
+        W.append(checkpoint.W_E[tokens].astype(np.float64))
+    return checkpoints, np.stack(W)
+
+
+def _prefix_probe(windows: np.ndarray, tokens: np.ndarray, V: int, W: np.ndarray) -> tuple:
+    """The held-out prefix probe of :func:`analyze_model` and its shuffled baseline on embeddings ``W``
+    (S, T, d): (prefix labels, held-out token ids, probe MSE per checkpoint, baseline MSE per checkpoint)."""
+    from ctxstair.signatures import prefix_signature
+
+    labels = analysis.prefix_labels(windows, tokens, V)
+    phi1 = prefix_signature(windows, tokens, labels, tokens)
+    train_idx, heldout_idx = analysis.token_split(tokens.size)
+    probe_mse = analysis.prefix_probe(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
+    shuffled_mse = analysis.shuffled_baseline(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
+    return labels, tokens[heldout_idx], probe_mse, shuffled_mse
 
 
 # --- sources ------------------------------------------------------------------------------------
@@ -229,7 +251,7 @@ def _run_snapshots(run: Path) -> Iterator[Checkpoint]:
     tokenizer = TextTokenizer.load(run / "tokenizer.json")
     for step, file in steps:
         with safe_open(file, framework="pt") as snapshot:
-            if "W_E" not in snapshot.keys():
+            if "W_E" not in snapshot.keys():  # noqa: SIM118 -- safetensors' safe_open has keys() but no __contains__
                 raise InputError(f"snapshot {file} has no W_E tensor")
             yield Checkpoint(file.stem, step, _numpy(snapshot.get_tensor("W_E")), tokenizer)
 

@@ -16,8 +16,9 @@ over the whole corpus and scores how well the structure shows:
 A word counts when it is a single token, as written or capitalised ("may", "May": real text
 capitalises names of days, months and countries; both spellings' pairs are pooled), and occurs at
 least ``min_count`` times; other words are reported as missing with the reason. PCA is of the raw
-signatures (probability rows), as SPEC §7 states it. :func:`semantics_figure` draws the PCA
-pictures; ``ctxstair semantics CORPUS`` writes both.
+signatures (probability rows), as SPEC §7 states it.
+:func:`ctxstair.report.semantics_figures.semantics_figure` draws the PCA pictures;
+``ctxstair semantics CORPUS`` writes both.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
     all_tokens = np.unique([t for words in found.values() for tokens in words.values() for t in tokens])
     signatures = {}
     if all_tokens.size:
-        phi = next_token_signature(ids[None, :], V, tokens=all_tokens.astype(np.int64))  # (k, V); the corpus is one window
+        # (k, V); the corpus is one window
+        phi = next_token_signature(ids[None, :], V, tokens=all_tokens.astype(np.int64))
         row = {int(t): i for i, t in enumerate(all_tokens)}
         for words in found.values():
             for word, tokens in words.items():
@@ -187,53 +189,14 @@ def summary_lines(result: dict) -> list[str]:
         used, listed = len(entry["words"]), len(entry["words"]) + len(entry["missing"])
         extra = f", chance {entry['chance']:.2f}" if "chance" in entry else ""
         extra += f", p = {entry['p_value']:.2g}" if entry.get("p_value") is not None else ""
-        lines.append(f"{name:12s} {entry['kind']:9s} {entry['measure']:27s} = {_fmt(entry['value'])}"
+        lines.append(f"{name:12s} {entry['kind']:9s} {entry['measure']:27s} = {format_score(entry['value'])}"
                      f"  ({used}/{listed} words{extra})")
     categories = result["categories"]
-    lines.append(f"{'categories':12s} {'all':9s} {MEASURES['category']:27s} = {_fmt(categories['silhouette'])}"
+    lines.append(f"{'categories':12s} {'all':9s} {MEASURES['category']:27s} = {format_score(categories['silhouette'])}"
                  f"  ({len(categories['words'])} words, {len(set(categories['labels']))} groups)")
     return lines
 
 
-def _fmt(value: float | None) -> str:
+def format_score(value: float | None) -> str:
+    """A score with three decimals, or ``n/a`` when it could not be measured."""
     return "  n/a" if value is None else f"{value:.3f}"
-
-
-def semantics_figure(result: dict, title: str):
-    """PCA pictures of :func:`group_structure`'s result: one panel per ordered / cyclic group
-    with its words joined in listed order (closed for cycles), and one with all category words
-    coloured by category; axes give the explained variance. Returns a matplotlib Figure."""
-    from ctxstair.report.figures import plt  # sets the non-interactive backend
-
-    panels = [(name, e) for name, e in result["groups"].items() if e["kind"] != "category" and "pca" in e]
-    if "pca" in result["categories"]:
-        panels.append(("categories", result["categories"]))
-    if not panels:
-        raise InputError("no group has 3 or more words in the corpus: nothing to draw")
-    columns = min(3, len(panels))
-    rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.2 * rows), squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_axis_off()
-    for ax, (name, entry) in zip(axes.flat, panels):
-        coords = np.asarray(entry["pca"])
-        if name == "categories":
-            labels = np.array(entry["labels"])
-            for group in dict.fromkeys(entry["labels"]):
-                ax.scatter(*coords[labels == group].T, s=26, label=group, edgecolors="k", linewidths=0.3)
-            ax.legend(fontsize=7, loc="best")
-            score = f"silhouette = {_fmt(entry['silhouette'])}"
-        else:
-            path = np.vstack([coords, coords[:1]]) if entry["kind"] == "cyclic" else coords
-            ax.plot(*path.T, color="0.6", lw=0.8, zorder=1)
-            ax.scatter(*coords.T, c=np.arange(len(coords)), cmap="viridis", s=30, edgecolors="k",
-                       linewidths=0.3, zorder=2)
-            score = f"{entry['measure']} = {_fmt(entry['value'])}"
-        for (x, y), word in zip(coords, entry["words"]):
-            ax.annotate(word, (x, y), fontsize=7, xytext=(2, 2), textcoords="offset points")
-        ax.set_xlabel(f"PC1 ({100 * entry['explained'][0]:.0f}% of variance)")
-        ax.set_ylabel(f"PC2 ({100 * entry['explained'][1]:.0f}% of variance)")
-        ax.set_title(f"{name}: {score}", fontsize=9)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    return fig

@@ -139,7 +139,8 @@ class TextTokenizer:
         while start < len(text) and not (max_tokens and count >= max_tokens):
             cut = _PIECE_END.search(text, start + PIECE_CHARS) if len(text) - start > PIECE_CHARS else None
             end = cut.end() if cut else len(text)
-            parts.append(np.asarray(self.tokenizer.encode(text[start:end], add_special_tokens=False).ids, dtype=np.int32))
+            parts.append(np.asarray(self.tokenizer.encode(text[start:end], add_special_tokens=False).ids,
+                                    dtype=np.int32))
             count, start = count + parts[-1].size, end
         ids = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         return ids[:max_tokens] if max_tokens else ids

@@ -24,13 +24,17 @@ only on its own seed and the γ's (SPEC §4: std ``d_in^-γ``, embeddings and po
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from ctxstair.errors import InputError
-from ctxstair.models.cbow import MemberSpec
-from ctxstair.models.init import gamma_normal_, realised_std
+from ctxstair.models.init import MemberSpec, gamma_normal_, member_specs, realised_std, resolve_gamma
+
+if TYPE_CHECKING:
+    from ctxstair.config import RunConfig
+    from ctxstair.tasks import Dataset
 
 
 class AttentionEnsemble(torch.nn.Module):
@@ -59,7 +63,7 @@ class AttentionEnsemble(torch.nn.Module):
         stacks = {name: torch.empty(len(self.members), *shape, dtype=dtype) for name, (shape, _, _) in layout.items()}
         for k, (m, gammas) in enumerate(zip(self.members, self.gammas)):
             gen = torch.Generator().manual_seed(m.seed)
-            for name, (shape, d_in, component) in layout.items():
+            for name, (_shape, d_in, component) in layout.items():
                 gamma_normal_(stacks[name][k], d_in, gammas[component], gen)
         for name, tensor in stacks.items():
             setattr(self, name, torch.nn.Parameter(tensor))
@@ -110,3 +114,13 @@ def attend(weights: dict[str, torch.Tensor], X: torch.Tensor, value_emb: torch.T
     a = torch.softmax(scale * z, dim=-1)
     mass = a.new_zeros(*a.shape[:2], value_emb.shape[1]).scatter_add(2, index, a)  # (K, n, V): Σ_s a_s 1{x_s = β}
     return a, mass @ (value_emb @ T(M)) + a @ (P @ T(M))  # f = M Σ_s a_s (w_{x_s} + p_s)
+
+
+def from_config(cfg: RunConfig, dataset: Dataset) -> AttentionEnsemble:
+    """The attention-only ensemble of ``cfg`` for ``dataset`` (the model-kind protocol of
+    :mod:`ctxstair.models`)."""
+    m = cfg.model
+    return AttentionEnsemble(dataset.vocab_size, dataset.seq_len, member_specs(cfg),
+                             gamma_qk=resolve_gamma(m.init.gamma, m.init.qk),
+                             gamma_ov=resolve_gamma(m.init.gamma, m.init.ov),
+                             d_k=m.d_k, positional=m.positional, dtype=getattr(torch, cfg.train.dtype))

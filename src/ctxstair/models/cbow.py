@@ -23,25 +23,20 @@ tokens that never occur stay zero), kept as a buffer ``E_fixed`` (K, V, d_max), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from ctxstair.errors import InputError
 from ctxstair.models.activations import activation_fn
-from ctxstair.models.init import gamma_normal_, realised_std
+from ctxstair.models.init import MemberSpec, gamma_normal_, member_specs, realised_std
+from ctxstair.signatures import label_signature
 
-
-@dataclass(frozen=True)
-class MemberSpec:
-    """One ensemble member: its seed, width and γ for W_E and W_U (SPEC §4)."""
-
-    seed: int
-    d: int
-    gamma_embedding: float
-    gamma_unembedding: float
+if TYPE_CHECKING:
+    from ctxstair.config import RunConfig
+    from ctxstair.tasks import Dataset
 
 
 class CBOWEnsemble(torch.nn.Module):
@@ -129,3 +124,14 @@ def _add_computed_embeddings(module: CBOWEnsemble, state: dict, prefix: str, met
 
 def _drop_computed_embeddings(module: CBOWEnsemble, state: dict, prefix: str, *args) -> None:
     state.pop(prefix + "W_E", None)  # derived from lam and the fixed buffer: nothing to load
+
+
+def from_config(cfg: RunConfig, dataset: Dataset) -> CBOWEnsemble:
+    """The CBOW ensemble of ``cfg`` for ``dataset`` (the model-kind protocol of :mod:`ctxstair.models`);
+    ``model.embedding=signature`` gets the dataset's order-1 label signature φ^{y;1} of every token id
+    over the labels and context ids that occur (SPEC §8 F8b)."""
+    m = cfg.model
+    phi1 = (label_signature(dataset.X, dataset.y, 1, dataset.vocab_size, labels=np.unique(dataset.y),
+                            context=np.unique(dataset.X)) if m.embedding == "signature" else None)
+    return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), m.activation, m.coeffs, m.power,
+                        dtype=getattr(torch, cfg.train.dtype), embedding=m.embedding, phi1=phi1)

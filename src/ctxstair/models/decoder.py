@@ -27,7 +27,7 @@ import torch
 
 from ctxstair.checks import check_vocab_size
 from ctxstair.errors import InputError
-from ctxstair.models.init import gamma_normal_, realised_std
+from ctxstair.models.init import gamma_normal_, realised_std, resolve_gamma
 
 #: RoPE frequency base and RMSNorm epsilon of the Qwen2/Llama family.
 ROPE_BASE = 10000.0
@@ -76,8 +76,7 @@ class DecoderConfig:
 
     def gamma_of(self, component: str) -> float:
         """γ of one component: ``embedding``, ``unembedding``, ``qk``, ``ov`` or ``mlp``."""
-        override = getattr(self, f"gamma_{component}")
-        return float(self.gamma if override is None else override)
+        return resolve_gamma(self.gamma, getattr(self, f"gamma_{component}"))
 
 
 class RMSNorm(torch.nn.Module):

@@ -100,7 +100,7 @@ def _describe(config: Any) -> str:
     return str(config) if isinstance(config, (str, Path)) else f"a {type(config).__name__}"
 
 
-def _read_config(config: Any) -> "transformers.PreTrainedConfig":
+def _read_config(config: Any) -> transformers.PreTrainedConfig:
     """``config`` as a Llama or Qwen2 config object (see :func:`decoder_config_from_hf`)."""
     import transformers
     from huggingface_hub.errors import StrictDataclassError
@@ -132,7 +132,7 @@ def _read_config(config: Any) -> "transformers.PreTrainedConfig":
         raise InputError(f"invalid Hugging Face config {_describe(config)}: {' '.join(str(error).split())}") from None
 
 
-def llama_config(cfg: DecoderConfig) -> "transformers.LlamaConfig":
+def llama_config(cfg: DecoderConfig) -> transformers.LlamaConfig:
     """The ``LlamaConfig`` of the architecture of ``cfg`` (SPEC §5); the inverse of
     :func:`decoder_config_from_hf` on the sizes. Its ``initializer_range`` is never used by us."""
     import transformers
@@ -160,7 +160,7 @@ def _hf_names(n_layers: int) -> dict[str, str]:
     return names
 
 
-def to_hf(model: DecoderLM) -> "transformers.LlamaForCausalLM":
+def to_hf(model: DecoderLM) -> transformers.LlamaForCausalLM:
     """A ``LlamaForCausalLM`` holding copies of ``model``'s weights, on its device and in its dtype.
 
     Its logits equal ``model(tokens)`` up to rounding: Hugging Face computes RMSNorm, softmax and
@@ -174,7 +174,7 @@ def to_hf(model: DecoderLM) -> "transformers.LlamaForCausalLM":
     return hf.train(model.training)
 
 
-def from_hf(hf_model: "transformers.PreTrainedModel") -> DecoderLM:
+def from_hf(hf_model: transformers.PreTrainedModel) -> DecoderLM:
     """A :class:`DecoderLM` holding copies of the weights of a Llama causal LM whose config
     :func:`decoder_config_from_hf` accepts; on its device and in its dtype.
 

@@ -31,16 +31,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment.geometry import effective_rank
 from ctxstair.alignment.similarity import cosine_matrix, upper_triangle
-from ctxstair.config import (AnalysisConfig, InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig,
-                             TrainConfig, load_yaml)
-from ctxstair.recipes import measures as ms
+from ctxstair.config import (
+    AnalysisConfig,
+    InitConfig,
+    ModelConfig,
+    RunConfig,
+    SnapshotConfig,
+    TaskConfig,
+    TrainConfig,
+)
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.report import activation_figures
+from ctxstair.report import measures as ms
+from ctxstair.run import Run
 
 LENGTHS = (2, 3, 4)
 POWERS = (1, 2, 3, 4, 5, 6)
@@ -79,10 +87,10 @@ def cell_measures(run: Path) -> dict:
     ('learned', 'not learned', 'undecided'), ``expected`` (K ≥ L), ``holds`` (None if undecided) and
     ``collapsed`` (every member's erank ≤ COLLAPSED_FRACTION × its erank_init).
     """
-    cfg = load_yaml((run / "config.yaml").read_text())
+    cfg = Run(run).config
     L, K, N = int(cfg.task.params["L"]), int(cfg.model.power), int(cfg.task.params["N"])
     tokens = rundir.read_signatures(run).tokens
-    epochs = rundir.snapshot_epochs(run)
+    epochs = rundir.snapshot_times(run)
     first, last = rundir.load_snapshot(run, epochs[0])["W_E"], rundir.load_snapshot(run, epochs[-1])["W_E"]
     acc, loss, erank, erank_init, mean_cos, learned_epoch = [], [], [], [], [], []
     for m in ms.members(run):
@@ -116,13 +124,14 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     Ks = sorted({c["K"] for c in cells.values()})
     N = next(iter(cells.values()))["N"]
     keys = []
-    for part, c in cells.items():
+    for c in cells.values():
         relation = "K ≥ L" if c["expected"] else "K < L"
         keys.append(KeyNumber(
             f"L = {c['L']}, K = {c['K']} ({relation}): final training accuracy",
             f"{_span(c['acc'])} → {c['verdict']}; effective rank {_span(c['erank'], 2)}"
             f"{' (collapsed)' if c['collapsed'] else ''}, mean cosine {_span(c['mean_cos'], 2)}"
-            + (f"; ≥ {LEARNED_ACC:g} first at epoch {_span_int(c['learned_epoch'])}" if c["verdict"] == "learned" else ""),
+            + (f"; ≥ {LEARNED_ACC:g} first at epoch {_span_int(c['learned_epoch'])}"
+               if c["verdict"] == "learned" else ""),
             (f"learned (every member ≥ {LEARNED_ACC:g})" if c["expected"]
              else f"not learned (every member ≤ {NOT_LEARNED_CHANCE:g} × chance = {NOT_LEARNED_CHANCE / c['N']:.3g})"),
             c["holds"]))
@@ -165,18 +174,18 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
            "order-0 drift is proportional to itself and, under Adam's per-coordinate steps, keeps its random "
            "signs (docs/recipes.md: under gradient descent these cells collapse too)."
            if not_collapsed and all(below[part]["K"] % 2 == 0 for part in not_collapsed) else "")
-        + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
     figures = {
         "accuracy.png": ("Final training accuracy over (L, K) (median over seeds; chance = 1/N). "
                          "Cells right of the staircase line have K ≥ L.",
-                         _heatmap(cells, Ls, Ks, "acc", "final training accuracy", vmin=0.0, vmax=1.0, cmap="viridis")),
+                         activation_figures.cell_heatmap(cells, Ls, Ks, "acc", "final training accuracy",
+                                                         vmin=0.0, vmax=1.0, cmap="viridis")),
         "effective_rank.png": ("Effective rank of the task tokens' embeddings at the end over (L, K) (median over "
                                "seeds): low = collapsed.",
-                               _heatmap(cells, Ls, Ks, "erank", "effective rank of W_E[tokens]", vmin=1.0,
-                                        vmax=float(min(N, 128)), cmap="magma")),
+                               activation_figures.cell_heatmap(cells, Ls, Ks, "erank", "effective rank of W_E[tokens]",
+                                                               vmin=1.0, vmax=float(min(N, 128)), cmap="magma")),
         "curves.png": ("Training accuracy over epochs, one panel per L, one line per K (median over seeds).",
-                       _curves(paths, cells, Ls)),
+                       activation_figures.accuracy_curves(paths, cells, Ls)),
     }
     summary = {"N": N, "learned_acc": LEARNED_ACC, "not_learned_chance": NOT_LEARNED_CHANCE,
                "collapsed_fraction": COLLAPSED_FRACTION, "cells": cells}
@@ -196,62 +205,11 @@ def _span_int(values: list[int | None]) -> str:
     return str(min(known)) if min(known) == max(known) else f"{min(known)}–{max(known)}"
 
 
-def _heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str, *, vmin: float, vmax: float,
-             cmap: str) -> plt.Figure:
-    """Heatmap over rows L and columns K of the median over members of ``cells[...][key]``, each cell
-    annotated with its value, the K = L boundary drawn as a staircase."""
-    grid = np.full((len(Ls), len(Ks)), np.nan)
-    for c in cells.values():
-        grid[Ls.index(c["L"]), Ks.index(c["K"])] = float(np.median(c[key]))
-    fig, ax = plt.subplots(figsize=(1.0 * len(Ks) + 2.2, 0.8 * len(Ls) + 1.6), layout="constrained")
-    image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    for i in range(len(Ls)):
-        for j in range(len(Ks)):
-            if np.isfinite(grid[i, j]):
-                bright = (grid[i, j] - vmin) / (vmax - vmin) > 0.6
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=9,
-                        color="black" if bright else "white")
-    # the boundary K = L: left of it K < L (unreachable), right of it K ≥ L
-    for i, L in enumerate(Ls):
-        if L in Ks:
-            ax.plot([Ks.index(L) - 0.5] * 2, [i - 0.5, i + 0.5], color="white", lw=2.5)
-            ax.plot([Ks.index(L) - 0.5] * 2, [i - 0.5, i + 0.5], color="black", lw=1.0)
-    ax.set_xticks(range(len(Ks)), [str(k) for k in Ks])
-    ax.set_yticks(range(len(Ls)), [str(L) for L in Ls])
-    ax.set_xlabel("activation power K (σ(z) = z^K)")
-    ax.set_ylabel("sequence length L")
-    ax.set_title(f"{label}\n(line: K = L; right of it K ≥ L)", fontsize=10)
-    fig.colorbar(image, ax=ax, label=label)
-    return fig
-
-
-def _curves(paths: dict[str, Path], cells: dict, Ls: list[int]) -> plt.Figure:
-    fig, axes = plt.subplots(1, len(Ls), figsize=(4.0 * len(Ls), 3.2), squeeze=False, layout="constrained",
-                             sharey=True)
-    colours = plt.get_cmap("viridis")
-    for ax, L in zip(axes[0], Ls):
-        parts = sorted((c["K"], part) for part, c in cells.items() if c["L"] == L)
-        for j, (K, part) in enumerate(parts):
-            run = paths[part]
-            series = [ms.metric_series(run, m, "acc") for m in ms.members(run)]
-            epochs = series[0][0]
-            median = np.median(np.stack([s[1] for s in series]), axis=0)
-            ax.plot(epochs, median, color=colours(j / max(1, len(parts) - 1)), ls="-" if K >= L else "--",
-                    label=f"K = {K}")
-        chance = cells[parts[0][1]]["chance"] if parts else 0.0
-        ax.axhline(chance, color="0.6", lw=0.8, ls=":")
-        ax.set_xscale("symlog", linthresh=10)
-        ax.set_xlim(0, max(c["epochs"] for c in cells.values()))
-        ax.set_xlabel("epoch")
-        ax.set_title(f"L = {L} (dashed: K < L)", fontsize=10)
-    axes[0][0].set_ylabel("training accuracy")
-    axes[0][-1].legend(fontsize=8, loc="center right")
-    return fig
-
 
 register(Recipe(
     name="activation-order", figure="SPEC §8 F4",
-    expectation="σ = z^K, y = 1 + (Σ x_i) mod N: learned iff K ≥ L; collapsed embeddings (low effective rank) when K < L",
+    expectation="σ = z^K, y = 1 + (Σ x_i) mod N: learned iff K ≥ L; "
+                "collapsed embeddings (low effective rank) when K < L",
     cpu_time="≈ 2 min",
     runs=lambda: {part_name(L, K): _config(L, K) for L in LENGTHS for K in POWERS},
     conclude=conclude,

@@ -14,7 +14,7 @@ Defaults, and why (docs/recipes.md has the measurements):
   never leaves the plateau where only the label marginal is learned; at lr 1e-2 the attention on
   noise stays at 0.06 per position.
 
-Both write ``attention.csv`` (:mod:`ctxstair.theory.attention_run`) next to ``alignment.csv``.
+Both write ``attention.csv`` (:mod:`ctxstair.analysis.attention_groups`) next to ``alignment.csv``.
 """
 
 from __future__ import annotations
@@ -23,19 +23,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstair import rundir, tasks
+from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, signature_cosine, upper_triangle
-from ctxstair.config import InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig, load_yaml
-from ctxstair.recipes import measures as ms
+from ctxstair.analysis.attention_groups import group_series, read_attention_run
+from ctxstair.config import InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
 from ctxstair.recipes.staircase import member_add_numbers
 from ctxstair.report import attention_figures, run_figures
-from ctxstair.theory.attention_run import PATHS, analyse_attention_run, group_series, read_attention_run
+from ctxstair.report import measures as ms
+from ctxstair.run import Run
+from ctxstair.theory.attention_run import PATHS
 
 
 def _config(name: str, task: TaskConfig, lr: float, epochs: int, batch_size: int = 0, every: int = 100,
             members: int = 1) -> RunConfig:
-    return RunConfig(recipe=name, task=task, model=ModelConfig(kind="attention", d=128, d_k=64, init=InitConfig(gamma=1.0)),
+    return RunConfig(recipe=name, task=task,
+                     model=ModelConfig(kind="attention", d=128, d_k=64, init=InitConfig(gamma=1.0)),
                      train=TrainConfig(optimizer="adam", lr=lr, epochs=epochs, batch_size=batch_size, members=members),
                      snapshots=SnapshotConfig(every=every))
 
@@ -65,7 +68,8 @@ def _mod_numbers(run: Path, m: int) -> dict:
 
 def _add_numbers(run: Path, m: int) -> dict:
     """The staircase numbers of an ``add`` run (as ``staircase-add``) and the value path's initial share."""
-    return {**member_add_numbers(run, m), "value_share_init": _path_share(read_attention_run(run), "tokens", m, 0, "value")}
+    return {**member_add_numbers(run, m),
+            "value_share_init": _path_share(read_attention_run(run), "tokens", m, 0, "value")}
 
 
 def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
@@ -84,10 +88,12 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("add: held-out order-1 probe vs order 0 at the end",
                   f"{ms.fmt(a['probe_end'])} vs {ms.fmt(a['end'])} (zero-mean probe {ms.fmt(a['probe0_end'])})",
                   "order 1 above order 0 late", bool(a["probe_end"] > a["end"])),
-        KeyNumber("add: training accuracy at the end", f"{ms.fmt(a['acc_end'])} (100 % first at epoch {fa['acc_full']})",
+        KeyNumber("add: training accuracy at the end",
+                  f"{ms.fmt(a['acc_end'])} (100 % first at epoch {fa['acc_full']})",
                   "100 %", bool(a["acc_end"] >= 1.0)),
         KeyNumber("mod: order-0 1 − MSE at its maximum (all order-0 signatures are equal)",
-                  f"{ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}", "≈ 1: embeddings collinear early; met if ≥ 0.9",
+                  f"{ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}",
+                  "≈ 1: embeddings collinear early; met if ≥ 0.9",
                   bool(b["collinear"] >= 0.9)),
         KeyNumber(f"mod: held-out order-1 probe, collinear phase → end (median over {len(mod)} seed(s))",
                   f"{ms.fmt(b['probe_collinear'])} → {ms.fmt(b['probe_end'])} (per seed at the end: "
@@ -98,7 +104,8 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
                   rises),
         KeyNumber("mod: training accuracy at the end", f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}; "
                   f"≥ 95 % first at epoch {fb['learned']})",
-                  "not asserted: the paper's F8a finds attention-only aligns with order 1 but fails mod (N = 40)", None),
+                  "not asserted: the paper's F8a finds attention-only aligns with order 1 but fails mod (N = 40)",
+                  None),
         KeyNumber("value-path share of the update at initialization (add / mod)",
                   f"{ms.fmt(a['value_share_init'])} / {ms.fmt(b['value_share_init'])}",
                   "≈ 1 at small init (W_Q W_K tiny, so keys and query barely move; SPEC §6.3); met if ≥ 0.9",
@@ -114,7 +121,6 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
         f"where it ends varies from seed to seed), while accuracy ends at "
         f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}): the staircase of signature orders appears in the "
         f"attention model too, and on mod the structure forms without the task being solved (compare F8a)."
-        + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
     figures = {}
     for part, early in (("add", fa["peak_epoch"]), ("mod", fb["collinear_epoch"])):
@@ -122,7 +128,9 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
         figures[f"{part}_staircase.png"] = (f"{part}: alignment with each signature order (top) and loss/accuracy "
                                             "(bottom) over training.", run_figures.staircase_figure(run))
         figures[f"{part}_geometry.png"] = (f"{part}: embedding similarity early and at the end next to the signature "
-                                           "geometries.", run_figures.geometry_figure(run, [max(early, 1), int(rundir.snapshot_epochs(run)[-1])]))
+                                           "geometries.",
+                                           run_figures.geometry_figure(run, [max(early, 1),
+                                                                             int(rundir.snapshot_times(run)[-1])]))
         figures[f"{part}_paths.png"] = (f"{part}: share of the value, key and query paths in the embeddings' update.",
                                         attention_figures.path_shares_figure(run))
     return Outcome(keys, paragraph, figures, {"add": add, "mod": mod})
@@ -132,8 +140,7 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
 
 def _parity_numbers(run: Path, m: int) -> dict:
     """Attention, norms, parity split and path shares of one member of an ``attention-parity`` run."""
-    cfg = load_yaml((run / "config.yaml").read_text())
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
+    dataset = Run(run).dataset
     L, anchors, noise = dataset.seq_len, dataset.meta["groups"]["anchors"], dataset.meta["groups"]["noise"]
     table = read_attention_run(run)
     epochs, att_anchor = group_series(table, "anchors", m, "attention")
@@ -152,8 +159,10 @@ def _parity_numbers(run: Path, m: int) -> dict:
                 att_noise0=float(att_noise[0]), att_noise_end=float(att_noise[-1]),
                 left_epoch=int(epochs[i]) if left.size else None,
                 uniform_epoch=int(epochs[att_anchor < 2 / L].max()),  # last snapshot with near-uniform attention
-                norm_anchor0=float(norm_anchor[0]), norm_anchor_left=float(norm_anchor[i]), norm_anchor_end=float(norm_anchor[-1]),
-                norm_noise0=float(norm_noise[0]), norm_noise_left=float(norm_noise[i]), norm_noise_end=float(norm_noise[-1]),
+                norm_anchor0=float(norm_anchor[0]), norm_anchor_left=float(norm_anchor[i]),
+                norm_anchor_end=float(norm_anchor[-1]),
+                norm_noise0=float(norm_noise[0]), norm_noise_left=float(norm_noise[i]),
+                norm_noise_end=float(norm_noise[-1]),
                 split=split, noise_cos=noise_cos, last_epoch=int(epochs[-1]),
                 value_share_init=_path_share(table, "anchors", m, 0, "value"),
                 key_share_noise_end=_path_share(table, "noise", m, int(epochs[-1]), "key"))
@@ -172,10 +181,12 @@ def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
                   f"{ms.fmt(med['att_anchor0'])} → {ms.fmt(med['att_anchor_end'])}",
                   f"grows from 1/L = {ms.fmt(1 / L)} toward 1; met if ≥ 0.5", bool(med["att_anchor_end"] >= 0.5)),
         KeyNumber("attention on each noise position, start → end",
-                  f"{ms.fmt(med['att_noise0'])} → {ms.fmt(med['att_noise_end'], 4)} (below 0.1/L from epoch {f['left_epoch']})",
+                  f"{ms.fmt(med['att_noise0'])} → {ms.fmt(med['att_noise_end'], 4)} "
+                  f"(below 0.1/L from epoch {f['left_epoch']})",
                   f"falls toward 0; met if ≤ 0.1/L = {ms.fmt(0.1 / L, 4)}", bool(med["att_noise_end"] <= 0.1 / L)),
         KeyNumber("mean anchor embedding norm: start → when attention has left the noise → end",
-                  f"{ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])} → {ms.fmt(med['norm_anchor_end'])}",
+                  f"{ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])} → "
+                  f"{ms.fmt(med['norm_anchor_end'])}",
                   "keeps growing once attention is on the anchors; met if end ≥ 1.5 × that point",
                   bool(left and anchor_growth >= 1.5)),
         KeyNumber("mean noise embedding norm: start → when attention has left the noise → end",
@@ -196,13 +207,14 @@ def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
         f"One anchor among {L - 1} noise tokens decides the label (its parity). Attention on the anchor goes from "
         f"{ms.fmt(med['att_anchor0'])} (uniform) to {ms.fmt(med['att_anchor_end'])}, and each noise position's from "
         f"{ms.fmt(med['att_noise0'])} to {ms.fmt(med['att_noise_end'], 4)}. Early on every embedding grows alike "
-        f"(anchors {ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])}, noise {ms.fmt(med['norm_noise0'])} → "
+        f"(anchors {ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])}, "
+        f"noise {ms.fmt(med['norm_noise0'])} → "
         f"{ms.fmt(med['norm_noise_left'])}, while the label marginal is learned through the value path at uniform "
         f"attention); once attention has left the noise (epoch {f['left_epoch']}) the noise norms change by "
-        f"{noise_change:+.1%} while the anchor norms grow {anchor_growth:.1f}-fold: attention sets the rate. The anchors "
+        f"{noise_change:+.1%} while the anchor norms grow {anchor_growth:.1f}-fold: attention sets the rate. "
+        "The anchors "
         f"split by parity (Pearson {ms.fmt(med['split'])} with their order-0 signature similarity) and the noise "
         f"embeddings point one way (mean cosine {ms.fmt(med['noise_cos'])})."
-        + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
     early = f["uniform_epoch"]
     figures = {
@@ -210,9 +222,10 @@ def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
                          "training.", attention_figures.attention_dynamics_figure(run, seq_len=L)),
         "paths.png": ("Share of the value, key and query paths in the update of the anchors' and the noise tokens' "
                       "embeddings.", attention_figures.path_shares_figure(run)),
-        "geometry.png": ("S^emb of anchors (11..20) then noise (21..60) at the last snapshot with near-uniform attention "
-                         "(anchor attention < 2/L) and at the end, "
-                         "next to the signature geometries.", run_figures.geometry_figure(run, [early, f["last_epoch"]])),
+        "geometry.png": ("S^emb of anchors (11..20) then noise (21..60) at the last snapshot with near-uniform "
+                         "attention (anchor attention < 2/L) and at the end, "
+                         "next to the signature geometries.",
+                         run_figures.geometry_figure(run, [early, f["last_epoch"]])),
         "pca.png": ("PCA of the embeddings (anchors then noise) next to PCA of the signatures.",
                     run_figures.pca_figure(run, [early, f["last_epoch"]])),
     }
@@ -227,8 +240,7 @@ register(Recipe(
     runs=lambda: {part: _config("attention-arith", TaskConfig(part, {"N": 20}), 1e-2, 3000,
                                 members=MOD_SEEDS if part == "mod" else 1) for part in ("add", "mod")},
     conclude=conclude_arith,
-    extra_analysis=analyse_attention_run,
-    extra_file="attention.csv",
+    analyses=("alignment", "attention_groups"),
 ))
 
 register(Recipe(
@@ -238,6 +250,5 @@ register(Recipe(
     cpu_time="≈ 20 s",
     runs=lambda: {"": _config("attention-parity", TaskConfig("parity", {}), 1e-3, 200, batch_size=1000, every=5)},
     conclude=conclude_parity,
-    extra_analysis=analyse_attention_run,
-    extra_file="attention.csv",
+    analyses=("alignment", "attention_groups"),
 ))

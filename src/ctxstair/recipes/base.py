@@ -11,18 +11,19 @@ its resolved ``params``). Either way ``--out`` ends up with ``summary.json``, ``
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import matplotlib.pyplot as plt
 import yaml
 
 from ctxstair import rundir, tasks
-from ctxstair.alignment.snapshots import analyse_run
+from ctxstair.analysis import analyse
 from ctxstair.config import RunConfig, apply_overrides
-from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.devices import resolve_device
+from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.io import fresh_output_dir
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
@@ -70,13 +71,13 @@ class Recipe:
     conclude: Callable[[Path, dict[str, Path]], Outcome]
     params: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     compute: Callable[[Path, dict[str, Any]], None] | None = None
-    #: Extra analysis of each trained run (after ``alignment.csv``), writing ``extra_file``.
-    extra_analysis: Callable[[Path], Any] | None = None
-    extra_file: str = ""
+    #: The per-run analyses (:mod:`ctxstair.analysis`) of every trained run, in order; they run when
+    #: the run's ``analysis.enabled`` is true.
+    analyses: tuple[str, ...] = ("alignment",)
     #: A recipe that trains outside the ensemble engine (a language model): ``trainer(out,
-    #: overrides, resume, force)`` trains and analyses into ``out`` (a run directory with a
-    #: ``config.yaml`` naming the recipe); ``runs()`` returns ``{}``.
-    trainer: Callable[[Path, dict[str, Any], bool, bool], None] | None = None
+    #: overrides, resume, force)`` trains into ``out`` (a run directory with a ``config.yaml`` naming
+    #: the recipe) and returns its config; ``runs()`` returns ``{}``.
+    trainer: Callable[[Path, dict[str, Any], bool, bool], Any] | None = None
 
 
 _RECIPES: dict[str, Recipe] = {}
@@ -140,7 +141,9 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
         if seeds is not None:
             raise InputError(f"recipe {name!r} trains one model: --seeds is not available")
         with _failure_reported(out, name):
-            recipe.trainer(out, overrides or {}, resume, force)
+            cfg = recipe.trainer(out, overrides or {}, resume, force)
+        if cfg.analysis.enabled:
+            analyse(out, recipe.analyses, resume)
         return write_recipe_report(out)
     if recipe.compute is not None:
         return _run_computation(recipe, out, overrides or {}, seeds, resume, force)
@@ -151,7 +154,8 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
     single = list(configs) == [""]
     if not single:
         if out.exists() and not (resume or force):
-            raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
+            raise InputError(f"output directory {out} already exists; "
+                             "use --resume to continue it or --force to replace it")
         if resume and out.exists() and not (out / "recipe.json").is_file():
             raise InputError(f"cannot resume {out}: no recipe.json there")
         if not (resume and out.exists()):  # a new recipe directory appears with its recipe.json
@@ -162,10 +166,8 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
         path = paths[part]
         with _failure_reported(path, name):
             train_run(cfg, path, resume=resume, force=force and single, progress=progress)
-        if cfg.analysis.enabled and not (resume and (path / "alignment.csv").is_file()):
-            analyse_run(path, cfg.analysis)
-        if cfg.analysis.enabled and recipe.extra_analysis and not (resume and (path / recipe.extra_file).is_file()):
-            recipe.extra_analysis(path)
+        if cfg.analysis.enabled:
+            analyse(path, recipe.analyses, resume)
     return write_recipe_report(out) if analysis else out
 
 
@@ -186,7 +188,8 @@ def _run_computation(recipe: Recipe, out: Path, overrides: dict[str, Any], seeds
     """Run a recipe without training: compute, write ``recipe.json`` and the report in a staging
     directory that becomes ``out`` only when complete."""
     if resume:
-        raise InputError(f"recipe {recipe.name!r} trains nothing, so there is nothing to resume; use --force to recompute")
+        raise InputError(f"recipe {recipe.name!r} trains nothing, so there is nothing to resume; "
+                         "use --force to recompute")
     params = recipe.params({**overrides, **({} if seeds is None else {"seeds": seeds})})
     with fresh_output_dir(out, force=force) as staging:
         recipe.compute(staging, params)
@@ -210,7 +213,10 @@ def write_recipe_report(out: str | Path) -> Path:
                                             **outcome.summary})
     if outcome.member_rows:
         rundir.write_table(out, "summary.csv", list(outcome.member_rows[0]), outcome.member_rows)
-    write_report(out, title=f"{name} — {recipe.figure}", summary_paragraph=outcome.paragraph,
+    # The verdict is the key numbers', so it is said here once rather than in every recipe's prose.
+    verdict = ("" if all(k.met is not False for k in outcome.key_numbers)
+               else " Not every expectation is met: see the ✗ rows.")
+    write_report(out, title=f"{name} — {recipe.figure}", summary_paragraph=outcome.paragraph + verdict,
                  key_numbers=[asdict(k) for k in outcome.key_numbers], figures=captions)
     return out
 

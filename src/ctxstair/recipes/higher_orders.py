@@ -29,58 +29,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctxstair import rundir, tasks
-from ctxstair.alignment import compare, cosine_matrix, probe_alignment, signature_cosine
-from ctxstair.alignment.snapshots import embedding_stack
-from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig, load_yaml
-from ctxstair.recipes import measures as ms
+from ctxstair import rundir
+from ctxstair.analysis.order2 import read_order2
+from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
-from ctxstair.report import run_figures
-from ctxstair.report.run_figures import PALETTE, _draw_aggregate
-from ctxstair.signatures import label_signature
+from ctxstair.report import higher_order_figures, run_figures
+from ctxstair.report import measures as ms
 
-ORDER2_FILE = "order2.csv"
 #: "≈ 1" and "≈ 0" in the expectation of SPEC §8 row C.
 NEAR_ONE, NEAR_ZERO = 0.9, 0.1
-
-
-def analyse_order2(run: Path) -> list[dict]:
-    """Write ``order2.csv`` (columns of ``alignment.csv``): per member and snapshot the held-out Pearson of
-    the order-2 probe (``order2_probe``) and the comparison with the flattened order-1 signature geometry
-    (``order1_flat``). Probe settings are the run's ``analysis.*``; all snapshots are fitted at once."""
-    cfg = load_yaml((run / "config.yaml").read_text())
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    sigs = rundir.read_signatures(run)
-    phi2 = label_signature(dataset.X, dataset.y, 2, dataset.vocab_size, tokens=sigs.tokens, labels=sigs.labels,
-                           context=sigs.context)
-    epochs, W = embedding_stack(run, sigs.tokens)  # (K, S, T, d)
-    K, S = W.shape[:2]
-    a = cfg.analysis
-    probe = probe_alignment(phi2, W.reshape(K * S, *W.shape[2:]), folds=a.probe_folds, steps=a.probe_steps,
-                            lr=a.probe_lr, seed=a.probe_seed, restarts=a.probe_restarts)
-    r2 = probe.heldout_pearson.reshape(K, S)
-    flat = compare(np.stack([[cosine_matrix(W[k, s]) for s in range(S)] for k in range(K)]),
-                   signature_cosine(sigs.orders[1]))
-    rows = []
-    for k in range(K):
-        for s in range(S):
-            base = {"member": k, "epoch": int(epochs[s])}
-            rows.append({**base, "signature": "order2_probe", "pearson": r2[k, s], "spearman": np.nan,
-                         "one_minus_mse": np.nan, "defined": bool(np.isfinite(r2[k, s]))})
-            rows.append({**base, "signature": "order1_flat",
-                         **{key: np.asarray(flat[key])[k, s]
-                            for key in ("pearson", "spearman", "one_minus_mse", "defined")}})
-    rundir.write_table(run, ORDER2_FILE, rundir.ALIGNMENT_COLUMNS, rows)
-    return rows
-
-
-def read_order2(run: Path) -> dict[str, np.ndarray]:
-    """``order2.csv`` as columns (``defined`` as bool), like :func:`ctxstair.rundir.read_alignment`."""
-    table = rundir.read_table(run, ORDER2_FILE, ints=("member", "epoch"), strings=("signature", "defined"))
-    return {**table, "defined": table["defined"] == "true"}
 
 
 def member_numbers(run: Path, m: int) -> dict:
@@ -140,7 +99,8 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("order-2 probe (two vectors), held-out, at the end", f"{each('r2_end')} (max {each('r2_max')} at "
                   f"epochs {each('r2_max_epoch')})", f"≈ 1 (≥ {NEAR_ONE})", all(p["r2_end"] >= NEAR_ONE for p in per)),
         KeyNumber("S^(2) ≥ S^(1) late (S^(1): the order-1 probe where defined, else the flattened order-1 geometry)",
-                  f"{each('r2_end')} vs {each('s1_end')}", "order 2 higher", all(p["r2_end"] >= p["s1_end"] for p in per)),
+                  f"{each('r2_end')} vs {each('s1_end')}", "order 2 higher",
+                  all(p["r2_end"] >= p["s1_end"] for p in per)),
         KeyNumber("training accuracy at the end", f"{each('acc_end')} (≥ 95 % from epochs {each('learned')})",
                   "the task is learned (≥ 95 %)", all(p["acc_end"] >= 0.95 for p in per)),
     ]
@@ -149,57 +109,24 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         f"read as 1 − MSE: it rises to {ms.fmt(med['peak'])} (1 means collinear embeddings), falls to "
         f"{ms.fmt(med['dip'])} around epoch {first['dip_epoch']} and ends at {ms.fmt(med['end'])} (median over "
         f"{len(per)} seeds). The order-2 probe ends at {ms.fmt(med['r2_end'])} (best {ms.fmt(med['r2_max'])}). Order 1 "
-        f"only separates context tokens from anchors in this task: the order-1 probe can produce nothing but a constant "
+        f"only separates context tokens from anchors in this task: the order-1 probe can produce nothing but a "
+        "constant "
         f"(undefined) geometry or the two-block pattern, and the flattened order-1 geometry ends at "
         f"{ms.fmt(med['flat_end'])}, so S^(1) "
         + ("does not approach 1 here" if med["s1_end"] < NEAR_ONE else "approaches 1") + "; S^(2) is "
         + ("higher late." if all(p["r2_end"] >= p["s1_end"] for p in per) else "not higher late for every seed.")
         + f" Training accuracy ends at {ms.fmt(med['acc_end'])}."
-        + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
     figures = {
         "orders.png": ("Alignment with the order-0 (1 − MSE), order-1 and order-2 signature geometries (top), loss "
-                       "and accuracy (bottom) over training.", _orders_figure(run)),
+                       "and accuracy (bottom) over training.", higher_order_figures.orders_figure(run)),
         "geometry.png": ("Embedding similarity at the 1 − MSE peak, minimum and end (member 0) next to the signature "
-                         "geometries.", run_figures.geometry_figure(run, sorted({first['peak_epoch'], first['dip_epoch'],
-                                                                                   first['last_epoch']}))),
+                         "geometries.",
+                         run_figures.geometry_figure(run, sorted({first['peak_epoch'], first['dip_epoch'],
+                                                                  first['last_epoch']}))),
     }
     return Outcome(keys, paragraph, figures, {"members": per})
 
-
-def _orders_figure(run: Path) -> plt.Figure:
-    table, extra = rundir.read_alignment(run), read_order2(run)
-    members = ms.members(run)
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 7.0), layout="constrained", height_ratios=(3, 2))
-    series = [(table, "order0", "one_minus_mse", "order 0: 1 − MSE with $S^{(0)}$ (Pearson undefined)"),
-              (table, "order1_probe", "pearson", "order 1: probe, held-out Pearson"),
-              (extra, "order1_flat", "pearson", "order 1: flattened $S^{sig,(1)}$ (two blocks), Pearson"),
-              (extra, "order2_probe", "pearson",
-               "order 2: probe $\\varphi^{y;2} \\times_2 v_1 \\times_3 v_2$, held-out Pearson")]
-    for j, (source, name, column, label) in enumerate(series):
-        curves = [rundir.alignment_series(source, name, m, column) for m in members]
-        if any(np.isfinite(c[1][c[0] >= 1]).any() for c in curves):
-            _draw_aggregate(top, curves, label, dict(color=PALETTE[j], linestyle=("-", "--", "-.", ":")[j]))
-        else:
-            top.plot([], [], color=PALETTE[j], label=label + ": undefined at every snapshot")
-    top.axhline(0.0, color="0.6", lw=0.8)
-    top.set_xscale("log")
-    top.set_ylabel("alignment of $S^{emb}(t)$ with the signature geometry")
-    top.legend(fontsize=8, loc="lower left")
-    top.grid(True, alpha=0.3)
-    acc_ax = bottom.twinx()
-    _draw_aggregate(bottom, [ms.metric_series(run, m, "loss") for m in members], "training loss", dict(color="#000000"))
-    _draw_aggregate(acc_ax, [ms.metric_series(run, m, "acc") for m in members], "training accuracy",
-                    dict(color=PALETTE[4], linestyle="--"))
-    bottom.set_ylabel("training loss (cross-entropy, nats)")
-    acc_ax.set_ylabel("training accuracy (fraction)")
-    acc_ax.set_ylim(-0.02, 1.02)
-    bottom.set_xlabel("epoch (log scale; epoch 0 not shown)")
-    bottom.grid(True, alpha=0.3)
-    fig.legend(*[sum(x, []) for x in zip(bottom.get_legend_handles_labels(), acc_ax.get_legend_handles_labels())],
-               loc="lower right", fontsize=8)
-    fig.suptitle(f"Row C: several higher orders (mean over {len(members)} seed(s), band: min–max)")
-    return fig
 
 
 register(Recipe(
@@ -212,6 +139,5 @@ register(Recipe(
                                                   init=InitConfig(gamma=1.0)),
                                 train=TrainConfig(optimizer="adam", lr=1e-2, epochs=3000, members=ms.MIN_SEEDS))},
     conclude=conclude,
-    extra_analysis=analyse_order2,
-    extra_file=ORDER2_FILE,
+    analyses=("alignment", "order2"),
 ))

@@ -37,12 +37,20 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, fourier_signatures, partial_correlation, signature_cosine
-from ctxstair.config import (AnalysisConfig, InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig,
-                             load_yaml)
+from ctxstair.config import (
+    AnalysisConfig,
+    InitConfig,
+    ModelConfig,
+    RunConfig,
+    SnapshotConfig,
+    TaskConfig,
+    TrainConfig,
+)
 from ctxstair.errors import InputError
-from ctxstair.recipes import measures as ms
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, get, register
 from ctxstair.report import learning_figures
+from ctxstair.report import measures as ms
+from ctxstair.run import Run
 
 #: Training accuracy at which a task counts as learned (the paper's F9 onset).
 LEARNED_ACC = 0.95
@@ -55,10 +63,6 @@ SPECTRA_K_MIN = 11
 #: F9: the median onset for M | N must be at least this multiple of the median for the other M.
 ONSET_RATIO = 3.0
 
-
-def _not_all_met(keys: list[KeyNumber]) -> str:
-    """The closing sentence of a report paragraph when some key number is not met."""
-    return "" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows."
 
 
 def _epochs(values: list[int | None]) -> str:
@@ -148,35 +152,21 @@ def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
         f"Both models are trained on mod (N = {len(tokens)}) with the same optimiser. The CBOW model ends at accuracy "
         f"{ms.fmt(med['cbow']['final_accuracy'])} (member 0: ≥ {LEARNED} from epoch {_epochs([first_c['epoch_95']])})"
         + (f", and its held-out order-1 probe was already {ms.fmt(first_c['probe_before_learned'])} at the last "
-           f"snapshot before that (epoch {first_c['snapshot_before_learned']})" if first_c["epoch_95"] is not None else "")
-        + ". The attention-only model " + ("aligns with order 1 as well" if att_aligned else "does not align with order 1")
+           f"snapshot before that (epoch {first_c['snapshot_before_learned']})"
+           if first_c["epoch_95"] is not None else "")
+        + ". The attention-only model "
+        + ("aligns with order 1 as well" if att_aligned else "does not align with order 1")
         + f" (probe {ms.fmt(med['attention']['probe_end'])} at the end, median over {len(att)} seeds; member 0 "
         f"≥ {ALIGNED_PROBE} first at epoch "
         f"{_epochs([first_a['aligned_epoch']])}) and ends at accuracy {ms.fmt(med['attention']['final_accuracy'])} "
         f"(chance {ms.fmt(chance)})"
         + (": signature structure is not a solution." if att_aligned and ms.median([p["best_accuracy"] for p in att])
            < LEARNED_ACC else ".")
-        + _not_all_met(keys)
     )
-    panels = []
-    for part, label in (("cbow", "CBOW (tanh)"), ("attention", "attention-only")):
-        last = rundir.snapshot_epochs(paths[part])[-1]
-        W = rundir.load_snapshot(paths[part], last)["W_E"][0][tokens].astype(np.float64)
-        p = per[part][0]
-        panels.append((f"{label}, epoch {last}\naccuracy {ms.fmt(p['final_accuracy'])}, order-1 probe "
-                       f"{ms.fmt(p['probe_end'])}", W))
-    figures = {
-        "learning.png": ("Training accuracy (top) and the held-out order-1 probe (bottom) of the CBOW and the "
-                         "attention-only model over training.",
-                         learning_figures.accuracy_and_probe_figure(
-                             {"CBOW": [p["curves"] for p in cbow], "attention-only": [p["curves"] for p in att]},
-                             chance, LEARNED_ACC)),
-        "pca.png": ("Final embeddings of the task tokens of both models (member 0) on their first two principal "
-                    "components.", learning_figures.pca_panels_figure(
-                        panels, tokens, "Final embeddings on their first two principal components (member 0)")),
-    }
+    figures = _ffn_figures(paths, per, tokens, chance)
     rows = [dict(model=part, member=m, seed=seed, final_accuracy=p["final_accuracy"], epoch_95=p["epoch_95"],
-                 probe_collinear=p["probe_collinear"], probe_end=p["probe_end"], probe_zero_mean_end=p["probe_zero_mean_end"],
+                 probe_collinear=p["probe_collinear"], probe_end=p["probe_end"],
+                 probe_zero_mean_end=p["probe_zero_mean_end"],
                  aligned_epoch=p["aligned_epoch"])
             for part in FFN_PARTS for m, (seed, p) in enumerate(zip(ms.member_seeds(paths[part]), per[part]))]
     summary = {part: [{k: v for k, v in p.items() if k != "curves"} for p in per[part]] for part in FFN_PARTS}
@@ -195,6 +185,28 @@ register(Recipe(
 # --------------------------------------------------------------------------------- modulus-onset (F9)
 
 ONSET_MODULI = tuple(range(2, 21))
+
+def _ffn_figures(paths: dict[str, Path], per: dict[str, list[dict]], tokens: np.ndarray, chance: float) -> dict:
+    """The figures of ``ffn-vs-attention``: accuracy and probe curves, and member 0's final embeddings."""
+    cbow, att = per["cbow"], per["attention"]
+    panels = []
+    for part, label in (("cbow", "CBOW (tanh)"), ("attention", "attention-only")):
+        last = rundir.snapshot_times(paths[part])[-1]
+        W = rundir.load_snapshot(paths[part], last)["W_E"][0][tokens].astype(np.float64)
+        p = per[part][0]
+        panels.append((f"{label}, epoch {last}\naccuracy {ms.fmt(p['final_accuracy'])}, order-1 probe "
+                       f"{ms.fmt(p['probe_end'])}", W))
+    return {
+        "learning.png": ("Training accuracy (top) and the held-out order-1 probe (bottom) of the CBOW and the "
+                         "attention-only model over training.",
+                         learning_figures.accuracy_and_probe_figure(
+                             {"CBOW": [p["curves"] for p in cbow], "attention-only": [p["curves"] for p in att]},
+                             chance, LEARNED_ACC)),
+        "pca.png": ("Final embeddings of the task tokens of both models (member 0) on their first two principal "
+                    "components.", learning_figures.pca_panels_figure(
+                        panels, tokens, "Final embeddings on their first two principal components (member 0)")),
+    }
+
 
 
 def onset_part(M: int) -> str:
@@ -216,7 +228,7 @@ def onset_rows(paths: dict[str, Path]) -> tuple[list[dict], int, int]:
     and N and the cap (last epoch), read from the parts' ``config.yaml`` and ``metrics.jsonl``."""
     rows, caps, Ns = [], set(), set()
     for run in paths.values():
-        cfg = load_yaml((run / "config.yaml").read_text())
+        cfg = Run(run).config
         M, N = int(cfg.task.params["M"]), int(cfg.task.params["N"])
         Ns.add(N)
         for m, seed in zip(ms.members(run), ms.member_seeds(run)):
@@ -292,7 +304,8 @@ def conclude_onset(out: Path, paths: dict[str, Path]) -> Outcome:
                   f"{rule['censored']} of {len(rows)}", "counted as ≥ the cap in the medians", None),
         KeyNumber("slowest run with M ∤ N vs fastest run with M | N",
                   (f"M = {slowest_other['M']} at epoch {slowest_other['onset_epoch']}" if slowest_other else "none")
-                  + " vs " + (f"M = {fastest_div['M']} at epoch {fastest_div['onset_epoch']}" if fastest_div else "none"),
+                  + " vs "
+                  + (f"M = {fastest_div['M']} at epoch {fastest_div['onset_epoch']}" if fastest_div else "none"),
                   "not asserted: whether the two groups overlap at all", None),
     ]
     per_M = {M: censored_median([r["onset_epoch"] for r in rows if r["M"] == M], cap) for M in Ms}
@@ -302,19 +315,19 @@ def conclude_onset(out: Path, paths: dict[str, Path]) -> Outcome:
         f"first, order-0 stage of the staircase cannot tell the tokens apart; otherwise the order-0 signatures "
         f"already separate the residues. The median first epoch with training accuracy ≥ {LEARNED} is "
         f"{_median_text(rule['median_divides'], rule['median_divides_bound'])} for M | N "
-        f"(M = {', '.join(map(str, divisors))}) against {_median_text(rule['median_other'], rule['median_other_bound'])} "
+        f"(M = {', '.join(map(str, divisors))}) against "
+        f"{_median_text(rule['median_other'], rule['median_other_bound'])} "
         f"for the other M: a ratio of {ratio_text} (expected ≥ {ONSET_RATIO:g}×). "
         f"{rule['censored']} of {len(rows)} runs did not reach {LEARNED} within the cap of {cap} epochs "
         f"(censored, counted as ≥ the cap)."
         + (" M = 2 divides N too and is slow like the other divisors (the paper's list for N = 20 is 4, 5, 10, 20)."
            if 2 in divisors
            and per_M[2][0] >= ONSET_RATIO * rule["median_other"] else "")
-        + _not_all_met(keys)
     )
     tokens = rundir.read_signatures(next(iter(paths.values()))).tokens
     panels = []
-    for part, run in paths.items():
-        M = int(load_yaml((run / "config.yaml").read_text()).task.params["M"])
+    for run in paths.values():
+        M = int(Run(run).config.task.params["M"])
         median, bound = per_M[M]
         panels.append((f"M = {M}{' (M | N)' if N % M == 0 else ''}\nmedian onset {_median_text(median, bound)}",
                        signature_cosine(rundir.read_signatures(run).orders[0])))
@@ -360,7 +373,7 @@ def _pairs(values: list[float]) -> str:
 
 def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
     run = paths[""]
-    last = rundir.snapshot_epochs(run)[-1]
+    last = rundir.snapshot_times(run)[-1]
     sigs = rundir.read_signatures(run)
     S = [cosine_matrix(w) for w in rundir.load_snapshot(run, last)["W_E"][:, sigs.tokens].astype(np.float64)]
     S0 = signature_cosine(sigs.orders[0])
@@ -414,7 +427,6 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
         + f" The order-0 band dominates every S^emb, so the Pearson alignment at k* is small "
         f"({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); with S^sig,(0) partialled out it is "
         f"{ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))}."
-        + _not_all_met(keys)
     )
     figures = {
         "geometries.png": (f"S^emb of the task tokens at epoch {last} for every seed, titled with its k* and r.",

@@ -51,16 +51,24 @@ import numpy as np
 import scipy.stats
 import torch
 
-from ctxstair import rundir, tasks
+from ctxstair import rundir
 from ctxstair.alignment import cosine_matrix, upper_triangle
 from ctxstair.alignment.pca import pca
-from ctxstair.config import (AnalysisConfig, InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig,
-                             load_yaml)
-from ctxstair.recipes import measures as ms
+from ctxstair.config import (
+    AnalysisConfig,
+    InitConfig,
+    ModelConfig,
+    RunConfig,
+    SnapshotConfig,
+    TaskConfig,
+    TrainConfig,
+)
+from ctxstair.models import Ensemble
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
 from ctxstair.report import lineage_figures
+from ctxstair.report import measures as ms
+from ctxstair.run import Run
 from ctxstair.tasks import Dataset
-from ctxstair.train.engine import Ensemble, build_model
 
 COMPOSITE_GAMMAS = (0.3, 0.5, 0.8)
 REASON_GAMMAS = (0.3, 0.5, 1.0)
@@ -81,11 +89,8 @@ def part_name(gamma: float) -> str:
 
 def snapshot_model(run: Path, epoch: int) -> tuple[Dataset, Ensemble]:
     """The dataset of ``run`` and its ensemble with the weights of the snapshot at ``epoch``."""
-    cfg = load_yaml((run / "config.yaml").read_text())
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    model = build_model(cfg, dataset)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in rundir.load_snapshot(run, epoch).items()})
-    return dataset, model
+    run = Run(run)
+    return run.dataset, run.model_at(epoch)
 
 
 def logits(model: Ensemble, X: np.ndarray) -> torch.Tensor:
@@ -131,7 +136,7 @@ def order_blind_ceiling(X: np.ndarray, y: np.ndarray) -> float:
 
 
 def _gamma(run: Path) -> float:
-    return float(load_yaml((run / "config.yaml").read_text()).model.init.gamma)
+    return float(Run(run).config.model.init.gamma)
 
 
 def _values(values: list[float], digits: int = 2) -> str:
@@ -152,9 +157,6 @@ def _gammas(parts: list[dict], sep: str = " → ") -> str:
 def _epochs(values: list[int | None]) -> str:
     return ", ".join("never" if v is None else str(v) for v in values)
 
-
-def _not_all_met(keys: list[KeyNumber]) -> str:
-    return "" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows."
 
 
 def _config(name: str, task: TaskConfig, model: ModelConfig, epochs: int, every: int) -> RunConfig:
@@ -183,7 +185,7 @@ def composite_part(run: Path) -> dict:
     along PC1, variance PC1 explains); the answers' offsets ``inferential_offset`` (−10) and
     ``symmetric_offset`` (−6); ``keys`` / ``key_rows`` (member 0's key embeddings at the end).
     """
-    epochs = rundir.snapshot_epochs(run)
+    epochs = rundir.snapshot_times(run)
     inferential, symmetric = [], []
     for epoch in epochs:
         dataset, model = snapshot_model(run, epoch)
@@ -268,7 +270,6 @@ def conclude_composite(out: Path, paths: dict[str, Path]) -> Outcome:
         + f" Training accuracy at the end is {ms.fmt(min(min(p['train_acc']) for p in parts))} or more"
         + ("." if fitted else f", below {FITTED_ACC:g} for some seed: their held-out answers are those of a model "
            "that has not fitted its training set.")
-        + _not_all_met(keys)
     )
     figures = {
         "answers.png": ("Held-out pair (4, 3): fraction of samples given the inferential and the symmetric answer, "
@@ -317,7 +318,7 @@ def reason_part(run: Path) -> dict:
     (``*_half``); ``ceiling_memory``: :func:`order_blind_ceiling` of the memory samples; ``anchors``,
     ``anchor_rows`` (member 0's anchor embeddings at the end) and the group ids for the figures.
     """
-    epochs = np.array(rundir.snapshot_epochs(run))
+    epochs = np.array(rundir.snapshot_times(run))
     loss_r, loss_m, heldout = [], [], []
     for epoch in epochs:
         dataset, model = snapshot_model(run, int(epoch))
@@ -417,35 +418,15 @@ def conclude_reason(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("memory anchors alike: mean cosine within the memory anchors at the end, γ = "
                   f"{_gammas(parts)}",
                   " → ".join(_values(p["cos_memory_end"]) for p in parts)
-                  + f" (when the reasoning loss has halved: {' → '.join(_values(p['cos_memory_half']) for p in parts)})",
+                  + " (when the reasoning loss has halved: "
+                  f"{' → '.join(_values(p['cos_memory_half']) for p in parts)})",
                   f"more alike at small init: higher at γ = {hi['gamma']:g} than at γ = {lo['gamma']:g}",
                   bool(cos_m[hi["gamma"]] > cos_m[lo["gamma"]])),
         KeyNumber("mean cosine within the reasoning anchors at the end (at the reasoning halving epoch)",
                   " → ".join(f"{_values(p['cos_reasoning_end'])} ({_values(p['cos_reasoning_half'])})" for p in parts),
                   "not asserted", None),
     ]
-    paragraph = (
-        f"The CBOW model was trained on reasoning (label = key + a1 + a2) and memory (fixed random label per key and "
-        f"ordered anchor pair) samples at γ ∈ {{{_gammas(parts, ', ')}}}. "
-        + ("The reasoning loss halves before the memory loss at every γ tried" if all_first
-           else "The reasoning loss does not halve first at every γ tried")
-        + f"; the memory halving epoch over the reasoning one is {' → '.join(ms.fmt(v, 2) for v in leads)} "
-        f"from large to small initialization"
-        + (", larger at the smallest initialization than at the largest" if leads[-1] > leads[0]
-           else ", not larger at the smallest initialization than at the largest")
-        + (", though not monotone in γ" if not monotone else "")
-        + f". The largest gap between the two losses (memory minus reasoning) is "
-        f"{' → '.join(ms.fmt(ms.median(p['max_gap']), 2) for p in parts)} nats; at the end the training accuracy on "
-        f"reasoning / memory samples is {' → '.join(_pair(p['acc_reasoning'], p['acc_memory']) for p in parts)}."
-        + f" On the held-out pairs (11, 13), (13, 11) the accuracy at γ = {hi['gamma']:g} is {ms.fmt(held_hi)}"
-        + (": the rule is applied to unseen anchor pairs." if held_hi >= MAJORITY else
-           f": the model does not generalise to them exactly (median distance of its answer from the label "
-           f"{ms.fmt(ms.median(hi['heldout_error']), 1)}).")
-        + f" The reasoning anchors lie in value order along PC1 (|Spearman| {ms.fmt(order_hi)} at γ = {hi['gamma']:g}); "
-        f"the memory anchors' mean cosine is {' → '.join(ms.fmt(cos_m[p['gamma']]) for p in parts)} from large to small "
-        f"initialization."
-        + _not_all_met(keys)
-    )
+    paragraph = _reason_paragraph(parts, leads, all_first, monotone, held_hi, order_hi, cos_m)
     figures = {
         "group_loss.png": ("Training loss of the reasoning and the memory samples over training, one panel per γ, one "
                            "line per seed; dotted: accuracy on the held-out reasoning pairs.",
@@ -463,6 +444,33 @@ def conclude_reason(out: Path, paths: dict[str, Path]) -> Outcome:
     summary = {"parts": [{k: v for k, v in p.items() if k != "anchor_rows"} for p in parts],
                "majority": MAJORITY, "ordered": ORDERED}
     return Outcome(keys, paragraph, figures, summary, rows)
+
+
+def _reason_paragraph(parts: list[dict], leads: list[float], all_first: bool, monotone: bool, held_hi: float,
+                      order_hi: float, cos_m: dict[float, float]) -> str:
+    """The report paragraph of ``reason-memory`` from its per-γ parts (ascending γ) and measures."""
+    hi = parts[-1]
+    return (
+        f"The CBOW model was trained on reasoning (label = key + a1 + a2) and memory (fixed random label per key and "
+        f"ordered anchor pair) samples at γ ∈ {{{_gammas(parts, ', ')}}}. "
+        + ("The reasoning loss halves before the memory loss at every γ tried" if all_first
+           else "The reasoning loss does not halve first at every γ tried")
+        + f"; the memory halving epoch over the reasoning one is {' → '.join(ms.fmt(v, 2) for v in leads)} "
+        f"from large to small initialization"
+        + (", larger at the smallest initialization than at the largest" if leads[-1] > leads[0]
+           else ", not larger at the smallest initialization than at the largest")
+        + (", though not monotone in γ" if not monotone else "")
+        + f". The largest gap between the two losses (memory minus reasoning) is "
+        f"{' → '.join(ms.fmt(ms.median(p['max_gap']), 2) for p in parts)} nats; at the end the training accuracy on "
+        f"reasoning / memory samples is {' → '.join(_pair(p['acc_reasoning'], p['acc_memory']) for p in parts)}."
+        + f" On the held-out pairs (11, 13), (13, 11) the accuracy at γ = {hi['gamma']:g} is {ms.fmt(held_hi)}"
+        + (": the rule is applied to unseen anchor pairs." if held_hi >= MAJORITY else
+           f": the model does not generalise to them exactly (median distance of its answer from the label "
+           f"{ms.fmt(ms.median(hi['heldout_error']), 1)}).")
+        + f" The reasoning anchors lie in value order along PC1 (|Spearman| {ms.fmt(order_hi)} at "
+        f"γ = {hi['gamma']:g}); the memory anchors' mean cosine is "
+        f"{' → '.join(ms.fmt(cos_m[p['gamma']]) for p in parts)} from large to small initialization."
+    )
 
 
 register(Recipe(

@@ -15,26 +15,27 @@ from typing import Any
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis.lm_staircase import NULL_PERMUTATIONS, measure_series, read_lm_analysis
 from ctxstair.config import apply_overrides
-from ctxstair.lm.staircase import NULL_PERMUTATIONS, analyse_lm_run, measure_series, read_config, read_lm_analysis
-from ctxstair.lm.train import LMConfig, read_metrics, train_lm
-from ctxstair.recipes import measures as ms
+from ctxstair.config.lm import LMConfig
+from ctxstair.lm.train import train_lm
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
 from ctxstair.report import lm_figures
+from ctxstair.report import measures as ms
+from ctxstair.run import Run
 
 
-def train_and_analyse(out: Path, overrides: dict[str, Any], resume: bool, force: bool) -> None:
-    """Train the LM of ``LMConfig`` with ``overrides`` into ``out``, then analyse every snapshot."""
+def train(out: Path, overrides: dict[str, Any], resume: bool, force: bool) -> LMConfig:
+    """Train the LM of ``LMConfig`` with ``overrides`` into ``out``; return its config."""
     cfg = apply_overrides(LMConfig(), overrides)
     train_lm(cfg, out, resume=resume, force=force)
-    if cfg.analysis.enabled and not (resume and (out / "lm_analysis.csv").is_file()):
-        analyse_lm_run(out)
+    return cfg
 
 
 def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     run = paths[""]
-    cfg = read_config(run)
-    rows = read_metrics(run)
+    cfg = Run(run).config
+    rows = rundir.read_metric_rows(run)
     val = {r["step"]: r["val_loss"] for r in rows if "val_loss" in r}
     if not (run / "lm_analysis.csv").is_file():
         keys = [KeyNumber("held-out loss, start → end", f"{ms.fmt(val[min(val)])} → {ms.fmt(val[max(val)])}",
@@ -58,7 +59,8 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     later = slice(1, None)  # snapshot 0 is the initialization: no probe can be better than chance there
     probe_wins = float(np.mean(probe[later] < shuffled[later]))
     keys = [
-        KeyNumber("ρ_next (Pearson) at initialization", ms.fmt(rho[0]), "≈ 0; met if |ρ| < 0.2", bool(abs(rho[0]) < 0.2)),
+        KeyNumber("ρ_next (Pearson) at initialization", ms.fmt(rho[0]), "≈ 0; met if |ρ| < 0.2",
+                  bool(abs(rho[0]) < 0.2)),
         KeyNumber("ρ_next early peak", f"{ms.fmt(rho[peak])} at step {steps[peak]} (of {cfg.train.steps})",
                   "a clear peak early: ≥ 0.3 above initialization, in the first quarter of training",
                   bool(rho[peak] - rho[0] >= 0.3 and early)),
@@ -75,7 +77,8 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
                   bool(attn[best_layer][best] > null[best_layer][best])),
         KeyNumber("attention-path correlation at the ρ_next peak, per layer",
                   ", ".join(f"layer {k}: {ms.fmt(v[peak])}" for k, v in attn.items()), "reported", None),
-        KeyNumber("direct-path share of the embeddings' update, start → end", f"{ms.fmt(direct[0])} → {ms.fmt(direct[-1])}",
+        KeyNumber("direct-path share of the embeddings' update, start → end",
+                  f"{ms.fmt(direct[0])} → {ms.fmt(direct[-1])}",
                   "the direct path (next-token signature) dominates at small init (SPEC §6.4)", None),
         KeyNumber("held-out next-token loss, start → end", f"{ms.fmt(val[min(val)])} → {ms.fmt(val[max(val)])} nats",
                   "decreases", bool(val[max(val)] < val[min(val)])),
@@ -83,18 +86,20 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     paragraph = (
         f"A {cfg.model.n_layers}-layer decoder (d = {cfg.model.d_model}, γ = {cfg.model.gamma}) trained on "
         f"{cfg.corpus.source!r}: the correlation of the embedding geometry with the next-token signatures, ρ_next, "
-        f"starts at {ms.fmt(rho[0])}, peaks at {ms.fmt(rho[peak])} at step {steps[peak]} and ends at {ms.fmt(rho[-1])}. "
-        f"The first-order prefix probe predicts the geometry of held-out tokens with MSE {ms.fmt(probe[-1], 4)} against "
-        f"{ms.fmt(shuffled[-1], 4)} for shuffled signatures. Early on (step {steps[best]}) the attention-path signature "
-        f"of layer {best_layer} correlates with W_O W_V w_α at {ms.fmt(attn[best_layer][best])} (permutation null "
-        f"{ms.fmt(null[best_layer][best])}), {ms.fmt(attn[best_layer][-1])} at the end."
-        + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
+        f"starts at {ms.fmt(rho[0])}, peaks at {ms.fmt(rho[peak])} at step {steps[peak]} and ends at "
+        f"{ms.fmt(rho[-1])}. The first-order prefix probe predicts the geometry of held-out tokens with MSE "
+        f"{ms.fmt(probe[-1], 4)} against {ms.fmt(shuffled[-1], 4)} for shuffled signatures. Early on "
+        f"(step {steps[best]}) the attention-path signature of layer {best_layer} correlates with W_O W_V w_α at "
+        f"{ms.fmt(attn[best_layer][best])} (permutation null {ms.fmt(null[best_layer][best])}), "
+        f"{ms.fmt(attn[best_layer][-1])} at the end."
     )
     figures = {
         "rho_next.png": ("ρ_next over training, with the training and held-out loss.", lm_figures.rho_next_figure(run)),
         "probe.png": ("Held-out MSE of the prefix probe against its shuffled control.", lm_figures.probe_figure(run)),
-        "attention_path.png": ("Attention-path correlation per layer and snapshot.", lm_figures.attention_path_figure(run)),
-        "path_shares.png": ("Direct, attention and MLP paths of the embeddings' update.", lm_figures.path_shares_figure(run)),
+        "attention_path.png": ("Attention-path correlation per layer and snapshot.",
+                               lm_figures.attention_path_figure(run)),
+        "path_shares.png": ("Direct, attention and MLP paths of the embeddings' update.",
+                            lm_figures.path_shares_figure(run)),
     }
     summary = {"steps": steps, "rho_next": rho, "probe_heldout_mse": probe, "probe_shuffled_mse": shuffled}
     return Outcome(keys, paragraph, figures, summary)
@@ -107,5 +112,6 @@ register(Recipe(
     cpu_time="≈ 5 min",
     runs=lambda: {},
     conclude=conclude,
-    trainer=train_and_analyse,
+    trainer=train,
+    analyses=("lm_staircase",),
 ))

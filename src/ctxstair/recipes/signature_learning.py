@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig, load_yaml
-from ctxstair.recipes import measures as ms
+from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
-from ctxstair.report.run_figures import PALETTE, _draw_aggregate
+from ctxstair.report import learning_figures
+from ctxstair.report import measures as ms
+from ctxstair.run import Run
 
 MODES = {"signature": "(i) signature λRφv", "trainable": "(ii) trainable", "random": "(iii) random λv"}
 #: What SPEC §8 F8b leads one to expect of each mode (judged in the comparison rows of the report).
@@ -46,7 +46,7 @@ def _config(optimizer: str, mode: str) -> RunConfig:
 def embedding_rows(run: Path) -> list[dict]:
     """One row per member of an F8b part: optimizer, lr, N, mode, seed, epochs to 95 % (None if never),
     mean accuracy over epochs 0..EARLY_EPOCHS and final accuracy."""
-    cfg = load_yaml((run / "config.yaml").read_text())
+    cfg = Run(run).config
     rows = []
     for m in ms.members(run):
         epochs, acc = ms.metric_series(run, m, "acc")
@@ -63,10 +63,6 @@ def _median_onset(rows: list[dict]) -> float:
     return float(np.median([np.inf if r["epochs_to_95"] is None else r["epochs_to_95"] for r in rows]))
 
 
-def _onsets(rows: list[dict]) -> str:
-    return ", ".join("never" if r["epochs_to_95"] is None else str(r["epochs_to_95"]) for r in rows)
-
-
 def conclude_embeddings(out: Path, paths: dict[str, Path]) -> Outcome:
     per_part = {part: embedding_rows(run) for part, run in paths.items()}
     rows = [row for part_rows in per_part.values() for row in part_rows]
@@ -80,19 +76,22 @@ def conclude_embeddings(out: Path, paths: dict[str, Path]) -> Outcome:
         text = {mode: "never" if np.isinf(v) else f"{v:g}" for mode, v in onset.items()}
         for mode, label in MODES.items():
             keys.append(KeyNumber(f"{opt}: {label}: epochs to {LEARNED_ACC:.0%} training accuracy (per seed)",
-                                  f"{_onsets(by[mode])} (median {text[mode]}; cap {cap}); mean accuracy over epochs "
-                                  f"0..{EARLY_EPOCHS}: {ms.fmt(early[mode])}",
+                                  f"{learning_figures.onsets_text(by[mode])} (median {text[mode]}; cap {cap}); "
+                                  f"mean accuracy over epochs 0..{EARLY_EPOCHS}: {ms.fmt(early[mode])}",
                                   EXPECTED[mode], None))
         faster = bool(onset["signature"] < onset["trainable"])
         beats = bool(early["random"] > early["trainable"])
         keys.append(KeyNumber(f"{opt}: (i) signature vs (ii) trainable, median epochs to {LEARNED_ACC:.0%}",
                               f"{text['signature']} vs {text['trainable']}", "(i) fewer epochs than (ii) (SPEC §8 F8b)",
                               faster))
-        keys.append(KeyNumber(f"{opt}: (iii) random vs (ii) trainable early (mean accuracy over epochs 0..{EARLY_EPOCHS})",
+        keys.append(KeyNumber(f"{opt}: (iii) random vs (ii) trainable early "
+                              f"(mean accuracy over epochs 0..{EARLY_EPOCHS})",
                               f"{ms.fmt(early['random'])} vs {ms.fmt(early['trainable'])}", "(iii) higher than (ii)",
                               beats))
-        lines.append(f"With {opt} the signature embeddings reach {LEARNED_ACC:.0%} at epochs {_onsets(by['signature'])}, "
-                     f"the trainable ones at {_onsets(by['trainable'])} and the random ones at {_onsets(by['random'])} "
+        lines.append(f"With {opt} the signature embeddings reach {LEARNED_ACC:.0%} at epochs "
+                     f"{learning_figures.onsets_text(by['signature'])}, "
+                     f"the trainable ones at {learning_figures.onsets_text(by['trainable'])} and the random ones at "
+                     f"{learning_figures.onsets_text(by['random'])} "
                      f"(cap {cap}): (i) is {'faster' if faster else 'not faster'} than (ii), and over epochs "
                      f"0..{EARLY_EPOCHS} (iii) averages {ms.fmt(early['random'])} against "
                      f"{ms.fmt(early['trainable'])} for (ii).")
@@ -102,35 +101,13 @@ def conclude_embeddings(out: Path, paths: dict[str, Path]) -> Outcome:
         + " ".join(lines)
         + " The fixed modes have no plateau: their embeddings already tell the tokens apart, so W_U learns at once; "
         "the trainable model first has to leave the collinear small-initialization plateau (staircase-mod)."
-        + ("" if all(k.met is not False for k in keys) else " Not every expectation is met: see the ✗ rows.")
     )
     figures = {"accuracy.png": ("Training accuracy per embedding mode (mean over seeds, band: min–max), one panel "
-                                "per optimizer.", _accuracy_figure(paths, per_part, optimizers, rows[0]["N"]))}
+                                "per optimizer.", learning_figures.embedding_modes_figure(
+                                    paths, per_part, optimizers, rows[0]["N"], MODES, LEARNED_ACC, EARLY_EPOCHS))}
     member_rows = [{k: v for k, v in r.items() if k != "epochs"} for r in rows]
     return Outcome(keys, paragraph, figures, {"members": rows}, member_rows)
 
-
-def _accuracy_figure(paths: dict[str, Path], per_part: dict[str, list[dict]], optimizers: list[str],
-                     N: int) -> plt.Figure:
-    fig, axes = plt.subplots(1, len(optimizers), figsize=(6.0 * len(optimizers), 4.2), squeeze=False, sharey=True,
-                             layout="constrained")
-    for ax, opt in zip(axes[0], optimizers):
-        for j, (mode, label) in enumerate(MODES.items()):
-            for part, rows in per_part.items():
-                if (rows[0]["optimizer"], rows[0]["mode"]) == (opt, mode):
-                    curves = [ms.metric_series(paths[part], m, "acc") for m in ms.members(paths[part])]
-                    _draw_aggregate(ax, curves, f"{label}: {LEARNED_ACC:.0%} at epochs {_onsets(rows)}",
-                                    dict(color=PALETTE[j], linestyle=("-", "--", "-.")[j]))
-        ax.axhline(LEARNED_ACC, color="0.5", lw=0.8, ls=":")
-        ax.axvline(EARLY_EPOCHS, color="0.5", lw=0.8, ls=":")
-        ax.set_xlabel(f"epoch (dotted: end of 'early', epoch {EARLY_EPOCHS})")
-        ax.set_title(f"{opt}, lr {next(r[0]['lr'] for r in per_part.values() if r[0]['optimizer'] == opt):g}",
-                     fontsize=10)
-        ax.legend(fontsize=7.5, loc="lower right")
-        ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel("training accuracy (fraction of the N² samples)")
-    fig.suptitle(f"F8b: CBOW on F_mod (N = {N}) with signature, trainable and random embeddings")
-    return fig
 
 
 register(Recipe(

@@ -38,7 +38,8 @@ def pca_scatter(ax: plt.Axes, M: np.ndarray, token_ids: np.ndarray, title: str) 
     flat = np.asarray(M, dtype=np.float64).reshape(len(token_ids), -1)
     if np.ptp(flat, axis=0).max() <= 1e-12 * np.abs(flat).max():
         # Identical rows (e.g. every order-0 signature of `mod`): there is no variance to project.
-        ax.text(0.5, 0.5, "all rows identical:\nno variance to project", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "all rows identical:\nno variance to project", ha="center", va="center",
+                transform=ax.transAxes)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.set_title(title, fontsize=10)

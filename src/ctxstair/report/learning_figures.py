@@ -14,14 +14,17 @@ the caller writes it with :func:`ctxstair.report.figures.save_figure`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ctxstair.report import measures as ms  # noqa: E402
 from ctxstair.report.figures import pca_scatter  # noqa: E402
-from ctxstair.report.run_figures import PALETTE  # noqa: E402
+from ctxstair.report.run_figures import PALETTE, draw_aggregate  # noqa: E402
 
 _LOG_EPOCH = "epoch (log scale; initialization, epoch 0, not shown)"
 
@@ -126,7 +129,8 @@ def onset_figure(rows: list[dict], N: int, cap: int, threshold: float) -> plt.Fi
         offsets = np.linspace(-0.18, 0.18, len(mine)) if len(mine) > 1 else [0.0]
         for dx, r in zip(offsets, mine):
             if r["onset_epoch"] is None:
-                ax.scatter(M + dx, cap, marker="^", s=42, facecolors="none", edgecolors=colour, linewidths=1.3, zorder=3)
+                ax.scatter(M + dx, cap, marker="^", s=42, facecolors="none", edgecolors=colour, linewidths=1.3,
+                           zorder=3)
             else:
                 ax.scatter(M + dx, r["onset_epoch"], marker="o" if divides else "s", s=22, color=colour, zorder=3)
         medians.append(np.median([cap if r["onset_epoch"] is None else r["onset_epoch"] for r in mine]))
@@ -180,3 +184,34 @@ def fourier_profiles_figure(profiles: list[dict], k_min: int, ncols: int = 5) ->
     fig.suptitle(f"Fourier alignment of each seed's final embeddings over k (grey: k < {k_min}, not searched; "
                  f"circle: k* = argmax of r over k ≥ {k_min})", fontsize=10)
     return fig
+
+
+def embedding_modes_figure(paths: dict[str, Path], per_part: dict[str, list[dict]], optimizers: list[str], N: int,
+                           modes: dict[str, str], learned_acc: float, early_epochs: int) -> plt.Figure:
+    """F8b: training accuracy over epochs per optimizer (one panel each) and embedding mode (one curve
+    each, ``modes``: mode -> label), members' mean with a min–max band; ``per_part`` holds each part's
+    member rows (``optimizer``, ``mode``, ``lr``, ``epochs_to_95``)."""
+    fig, axes = plt.subplots(1, len(optimizers), figsize=(6.0 * len(optimizers), 4.2), squeeze=False, sharey=True,
+                             layout="constrained")
+    for ax, opt in zip(axes[0], optimizers):
+        for j, (mode, label) in enumerate(modes.items()):
+            for part, rows in per_part.items():
+                if (rows[0]["optimizer"], rows[0]["mode"]) == (opt, mode):
+                    curves = [ms.metric_series(paths[part], m, "acc") for m in ms.members(paths[part])]
+                    draw_aggregate(ax, curves, f"{label}: {learned_acc:.0%} at epochs {onsets_text(rows)}",
+                                    dict(color=PALETTE[j], linestyle=("-", "--", "-.")[j]))
+        ax.axhline(learned_acc, color="0.5", lw=0.8, ls=":")
+        ax.axvline(early_epochs, color="0.5", lw=0.8, ls=":")
+        ax.set_xlabel(f"epoch (dotted: end of 'early', epoch {early_epochs})")
+        ax.set_title(f"{opt}, lr {next(r[0]['lr'] for r in per_part.values() if r[0]['optimizer'] == opt):g}",
+                     fontsize=10)
+        ax.legend(fontsize=7.5, loc="lower right")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel("training accuracy (fraction of the N² samples)")
+    fig.suptitle(f"F8b: CBOW on F_mod (N = {N}) with signature, trainable and random embeddings")
+    return fig
+
+
+def onsets_text(rows: list[dict]) -> str:
+    """The members' epochs to 95 % accuracy, comma-separated (``never`` for a member that did not get there)."""
+    return ", ".join("never" if r["epochs_to_95"] is None else str(r["epochs_to_95"]) for r in rows)

@@ -63,7 +63,8 @@ def composite_training_figure(parts: list[dict]) -> plt.Figure:
         for i, (inf, sym) in enumerate(zip(p["inferential"], p["symmetric"])):
             ax_inf.plot(p["epochs"], inf, color=colour, marker="o", ms=2.5, lw=1.3,
                         label=f"{_label(p)}: inferential" if i == 0 else None)
-            ax_inf.plot(p["epochs"], sym, color=colour, ls="--", lw=1.0, label=f"{_label(p)}: symmetric" if i == 0 else None)
+            ax_inf.plot(p["epochs"], sym, color=colour, ls="--", lw=1.0,
+                        label=f"{_label(p)}: symmetric" if i == 0 else None)
     ax_acc.set_ylabel("training accuracy (fraction)")
     ax_acc.set_title("Accuracy on the training samples", fontsize=10)
     ax_inf.set_ylabel("fraction of held-out samples")

@@ -17,8 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ctxstair import rundir  # noqa: E402
-from ctxstair.lm.staircase import measure_series, read_lm_analysis  # noqa: E402
-from ctxstair.lm.train import read_metrics  # noqa: E402
+from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis  # noqa: E402
 from ctxstair.report.run_figures import PALETTE  # noqa: E402
 
 _STEP_LABEL = "training step (symlog scale: linear below 10)"
@@ -56,7 +55,7 @@ def loss_figure(run_dir: str | os.PathLike) -> plt.Figure:
 
 
 def _loss_panel(ax: plt.Axes, run_dir: str | os.PathLike) -> None:
-    rows = read_metrics(run_dir)
+    rows = rundir.read_metric_rows(run_dir)
     train = [(r["step"], r["loss"]) for r in rows if "loss" in r]
     val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
     ax.plot(*zip(*train), color="black", linewidth=0.8, alpha=0.6, label="training loss (batch)")

@@ -97,55 +97,8 @@ def staircase_figure(run_dir: str | os.PathLike, member: int | None = None) -> p
     fig, (ax_top, ax_bottom) = plt.subplots(
         2, 1, sharex=True, figsize=(9.5, 7.2), layout="constrained", height_ratios=(3, 2)
     )
-    series = [("order0", None), ("order1_probe", "order 1: probe, held-out"),
-              ("order1_probe_zero_mean", "order 1 beyond order 0: probe with $v \\perp \\mathbf{1}$, held-out")]
-    ks = _fourier_ks(table)
-    if ks:
-        series.append((f"fourier_k{ks[-1]}", f"order 1 via $c_k$, k={ks[-1]}"))
-    styles = [dict(color=PALETTE[i], linestyle=ls, marker=mk)
-              for i, (ls, mk) in enumerate([("-", "o"), ("--", "s"), ("-.", "^"), (":", "D")])]
-    handles = []
-    for (signature, label), style in zip(series, styles):
-        rows = np.isin(table["member"], members) & (table["signature"] == signature) & (table["epoch"] >= 1)
-        if not rows.any():
-            continue
-        column = "pearson"
-        if signature == "order0":
-            if table["defined"][rows].any():
-                label = "order 0: Pearson r with $S^{sig,(0)}$"
-            else:
-                column = "one_minus_mse"
-                label = "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)"
-        curves = [rundir.alignment_series(table, signature, m, column) for m in members]
-        handles.append(_draw_aggregate(ax_top, curves, label, style))
-    if not handles:
-        raise InputError(f"alignment.csv in {Path(run_dir)} has no rows at epochs >= 1 for member(s) {members}")
-    lowest = ax_top.dataLim.y0  # lowest drawn value, bands included (NaN ignored; inf if nothing)
-    low = min(-0.05, lowest - 0.05) if np.isfinite(lowest) else -0.05
-    ax_top.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
-    ax_top.set_xscale("log")
-    ax_top.set_ylim(low, 1.05)
-    ax_top.set_ylabel("alignment with $S^{sig}$\n(Pearson r over token pairs"
-                      + (", or 1 − MSE where marked)" if any("MSE" in h.get_label() for h in handles) else ")"))
-    ax_top.grid(True, which="major", alpha=0.3)
-    # Legends sit directly above their panel (in place of a panel title), never over the data.
-    ax_top.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, fontsize=8.5,
-                  frameon=False, borderaxespad=0.2, columnspacing=1.5)
-
-    metric_members = _select_members(np.unique(metrics["member"]), member, "metrics.jsonl")
-    ax_acc = ax_bottom.twinx()
-    loss_curves = [_metric_series(metrics, m, "loss") for m in metric_members]
-    acc_curves = [_metric_series(metrics, m, "acc") for m in metric_members]
-    h_loss = _draw_aggregate(ax_bottom, loss_curves, "training loss", dict(color="#000000", linestyle="-"))
-    h_acc = _draw_aggregate(ax_acc, acc_curves, "training accuracy", dict(color=PALETTE[4], linestyle="--"))
-    ax_bottom.set_ylim(bottom=0)
-    ax_acc.set_ylim(-0.02, 1.02)
-    ax_bottom.set_ylabel("training loss (cross-entropy, nats)")
-    ax_acc.set_ylabel("training accuracy (fraction)")
-    ax_bottom.set_xlabel(_LOG_EPOCH_LABEL)
-    ax_bottom.grid(True, which="major", alpha=0.3)
-    ax_bottom.legend(handles=[h_loss, h_acc], loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, fontsize=8.5,
-                     frameon=False, borderaxespad=0.2, columnspacing=1.5)
+    _alignment_panel(ax_top, table, members, run_dir)
+    _training_panel(ax_bottom, metrics, _select_members(np.unique(metrics["member"]), member, "metrics.jsonl"))
     fig.suptitle(_who("Context staircase: alignment of $S^{emb}(t)$ with the signature geometry of each order (top),\n"
                       "loss and accuracy on the whole training set (bottom)", members, several), fontsize=11)
     return fig
@@ -328,7 +281,7 @@ def _metric_series(metrics: dict, member: int, column: str) -> tuple[np.ndarray,
     return metrics["epoch"][keep][order], metrics[column][keep][order]
 
 
-def _draw_aggregate(ax: plt.Axes, curves: list[tuple[np.ndarray, np.ndarray]], label: str, style: dict):
+def draw_aggregate(ax: plt.Axes, curves: list[tuple[np.ndarray, np.ndarray]], label: str, style: dict):
     """Plot one curve (epochs >= 1) or, for several, their mean with a min–max band; return the line."""
     epochs = np.unique(np.concatenate([x for x, _ in curves]))
     epochs = epochs[epochs >= 1]
@@ -344,6 +297,74 @@ def _draw_aggregate(ax: plt.Axes, curves: list[tuple[np.ndarray, np.ndarray]], l
         ax.fill_between(epochs, low, high, color=style["color"], alpha=0.18, linewidth=0)
     (line,) = ax.plot(epochs, mean, label=label, **style)
     return line
+
+
+def _alignment_panel(ax: plt.Axes, table: dict, members: list[int], run_dir: str | os.PathLike) -> None:
+    """Top panel of :func:`staircase_figure`: the alignment series of ``members`` on a log-epoch axis, legend
+    above; InputError if none has a row at epochs >= 1."""
+    handles = _draw_alignment_series(ax, table, members)
+    if not handles:
+        raise InputError(f"alignment.csv in {Path(run_dir)} has no rows at epochs >= 1 for member(s) {members}")
+    lowest = ax.dataLim.y0  # lowest drawn value, bands included (NaN ignored; inf if nothing)
+    low = min(-0.05, lowest - 0.05) if np.isfinite(lowest) else -0.05
+    ax.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
+    ax.set_xscale("log")
+    ax.set_ylim(low, 1.05)
+    ax.set_ylabel("alignment with $S^{sig}$\n(Pearson r over token pairs"
+                  + (", or 1 − MSE where marked)" if any("MSE" in h.get_label() for h in handles) else ")"))
+    ax.grid(True, which="major", alpha=0.3)
+    _legend_above(ax, handles)
+
+
+def _draw_alignment_series(ax: plt.Axes, table: dict, members: list[int]) -> list:
+    """Draw each alignment series of :func:`staircase_figure` present for ``members`` at epochs >= 1 (order 0,
+    the order-1 probes, ``fourier_k<kmax>``); return their lines."""
+    series = [("order0", None), ("order1_probe", "order 1: probe, held-out"),
+              ("order1_probe_zero_mean", "order 1 beyond order 0: probe with $v \\perp \\mathbf{1}$, held-out")]
+    ks = _fourier_ks(table)
+    if ks:
+        series.append((f"fourier_k{ks[-1]}", f"order 1 via $c_k$, k={ks[-1]}"))
+    styles = [dict(color=PALETTE[i], linestyle=ls, marker=mk)
+              for i, (ls, mk) in enumerate([("-", "o"), ("--", "s"), ("-.", "^"), (":", "D")])]
+    handles = []
+    for (signature, label), style in zip(series, styles):
+        rows = np.isin(table["member"], members) & (table["signature"] == signature) & (table["epoch"] >= 1)
+        if not rows.any():
+            continue
+        column = "pearson"
+        if signature == "order0":
+            if table["defined"][rows].any():
+                label = "order 0: Pearson r with $S^{sig,(0)}$"
+            else:
+                column = "one_minus_mse"
+                label = "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)"
+        curves = [rundir.alignment_series(table, signature, m, column) for m in members]
+        handles.append(draw_aggregate(ax, curves, label, style))
+    return handles
+
+
+def _training_panel(ax: plt.Axes, metrics: dict, members: list[int]) -> None:
+    """Bottom panel of :func:`staircase_figure`: training loss of ``members`` (left axis) and accuracy (right
+    axis, 0..1), legend above."""
+    ax_acc = ax.twinx()
+    loss_curves = [_metric_series(metrics, m, "loss") for m in members]
+    acc_curves = [_metric_series(metrics, m, "acc") for m in members]
+    h_loss = draw_aggregate(ax, loss_curves, "training loss", dict(color="#000000", linestyle="-"))
+    h_acc = draw_aggregate(ax_acc, acc_curves, "training accuracy", dict(color=PALETTE[4], linestyle="--"))
+    ax.set_ylim(bottom=0)
+    ax_acc.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("training loss (cross-entropy, nats)")
+    ax_acc.set_ylabel("training accuracy (fraction)")
+    ax.set_xlabel(_LOG_EPOCH_LABEL)
+    ax.grid(True, which="major", alpha=0.3)
+    _legend_above(ax, [h_loss, h_acc])
+
+
+def _legend_above(ax: plt.Axes, handles: list) -> None:
+    """A two-column legend of ``handles`` directly above ``ax``."""
+    # In place of a panel title, so that it never covers the data.
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, fontsize=8.5, frameon=False,
+              borderaxespad=0.2, columnspacing=1.5)
 
 
 def _who(what: str, members: list[int], several: bool) -> str:
@@ -411,7 +432,7 @@ def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figu
     """The staircase in gradient space (SPEC §6.1): from ``theory.csv``, each signature order's
     share of the label-driven embedding gradient (top) and the cosine of its term with the actual
     update −∇loss (bottom), over snapshot epochs ≥ 1 on a log axis, for one member."""
-    from ctxstair.theory.shares import read_order_shares
+    from ctxstair.analysis.order_shares import read_order_shares
 
     table = read_order_shares(run_dir)
     keep = (table["member"] == member) & (table["epoch"] >= 1)

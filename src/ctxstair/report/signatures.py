@@ -35,7 +35,8 @@ def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path) 
     views = signature_views(sigs)
     paths = []
     for name, draw, headline in [
-        ("signature_similarity.png", lambda ax, title, M: similarity_heatmap(ax, signature_cosine(M), sigs.tokens, title),
+        ("signature_similarity.png",
+         lambda ax, title, M: similarity_heatmap(ax, signature_cosine(M), sigs.tokens, title),
          "cosine similarity of the tokens' probability signatures"),
         ("signature_pca.png", lambda ax, title, M: pca_scatter(ax, M, sigs.tokens, title),
          "signatures of the task tokens on their first two principal components"),

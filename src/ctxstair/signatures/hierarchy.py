@@ -46,7 +46,8 @@ def signature_hierarchy(dataset: Dataset, max_order: int, max_bytes: int | None 
     max_order = check_order(max_order, dataset.seq_len)
     labels, context = np.unique(dataset.y), np.unique(dataset.X)
     args = (dataset.X, dataset.y)
-    kwargs = dict(vocab_size=dataset.vocab_size, tokens=dataset.tokens, labels=labels, context=context, max_bytes=max_bytes)
+    kwargs = dict(vocab_size=dataset.vocab_size, tokens=dataset.tokens, labels=labels, context=context,
+                  max_bytes=max_bytes)
     # Largest order first: an oversized request fails before any work is done.
     orders = [label_signature(*args, m, **kwargs) for m in range(max_order, -1, -1)][::-1]
     return SignatureHierarchy(

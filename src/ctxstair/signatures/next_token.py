@@ -15,7 +15,7 @@ before anything is allocated.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -29,7 +29,6 @@ from ctxstair.checks import (
     check_weights,
 )
 from ctxstair.errors import InputError
-
 
 #: Tokens per piece when windows are checked and counted piecewise (:func:`window_chunks`): the
 #: working memory of counting (tens of bytes per token) stays bounded whatever the corpus size.

@@ -23,7 +23,7 @@ numerator and for ``ψ``'s denominator, with the weights times ``a_I a_t`` for `
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

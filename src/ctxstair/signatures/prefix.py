@@ -81,7 +81,8 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
     events_of = np.zeros(tokens.size)  # positions s < T-1 holding α
     T = windows.shape[1]
     # A window has T-1 events with at most min(T-2, len(context)) pairs each; T also bounds its tokens.
-    _, pieces = window_chunks(windows, bound, chunk_tokens=T * max(1, _CHUNK_PAIRS // (T * max(1, min(T - 2, context.size)))))
+    _, pieces = window_chunks(windows, bound,
+                              chunk_tokens=T * max(1, _CHUNK_PAIRS // (T * max(1, min(T - 2, context.size)))))
     for _, chunk in pieces:  # int64 rows, converted one piece at a time
         alpha, nu = token_index[chunk[:, :-1]], label_index[chunk[:, 1:]]  # (r, T-1) each
         events_of += np.bincount(alpha[alpha >= 0], minlength=tokens.size)

@@ -16,10 +16,11 @@ import os
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ctxstair.errors import InputError
 from ctxstair.sweep.cells import CellJob, run_cell

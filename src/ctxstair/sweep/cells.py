@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ctxstair import numerics, rundir
-from ctxstair.recipes import measures as ms
+from ctxstair.report import measures as ms
 
 #: Columns of one member's numbers, in ``sweep.csv`` order.
 NUMBER_COLUMNS = ("order0_peak", "order0_peak_epoch", "order0_end", "order1_probe_end",

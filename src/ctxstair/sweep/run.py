@@ -57,8 +57,9 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     overrides = dict(overrides or {})
     recipe_obj = recipes.get(recipe)
     if recipe_obj.trainer is not None or recipe_obj.compute is not None:
+        sweepable = ", ".join(r.name for r in recipes.all_recipes() if not (r.trainer or r.compute))
         raise InputError(f"recipe {recipe!r} trains no ensemble runs, so it cannot be swept; "
-                         f"sweep one of: {', '.join(r.name for r in recipes.all_recipes() if not (r.trainer or r.compute))}")
+                         f"sweep one of: {sweepable}")
     if backend not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers < 1:
@@ -70,7 +71,8 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     if len({c.name for c in cells}) != len(cells):
         raise InputError("two grid cells get the same directory name; use values that differ in letters or digits")
     for cell in cells:
-        for cfg in recipes.resolve(recipe_obj, _with_analysis({**overrides, **cell.overrides}, analysis), seeds).values():
+        for cfg in recipes.resolve(recipe_obj, _with_analysis({**overrides, **cell.overrides}, analysis),
+                                   seeds).values():
             cfg.validate()
             resolve_device(cfg.train.device)
     if backend == "ray":
@@ -134,7 +136,8 @@ def sweep_rows(out: Path) -> list[dict[str, Any]]:
     rows = []
     for cell in spec["cells"]:
         if (out / "cells" / cell["name"]).is_dir():
-            rows += [{"cell": cell["name"], **cell["overrides"], **row} for row in member_rows(out / "cells" / cell["name"])]
+            rows += [{"cell": cell["name"], **cell["overrides"], **row}
+                     for row in member_rows(out / "cells" / cell["name"])]
     return rows
 
 
@@ -173,7 +176,8 @@ def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str])
 def _cell_numbers(spec: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One report row per complete cell: medians of its members' numbers (unjudged)."""
     shown = ([("order0_peak", "order-0 peak", 3), ("order0_peak_epoch", "at epoch", 0),
-              ("takeover_epoch", "order-1 takeover epoch", 0), ("order1_probe_zero_mean_end", "zero-mean probe at end", 3)]
+              ("takeover_epoch", "order-1 takeover epoch", 0),
+              ("order1_probe_zero_mean_end", "zero-mean probe at end", 3)]
              if spec["analysis"] else []) + [("acc_end", "accuracy at end", 3), ("loss_end", "loss at end", 4)]
     result = []
     for cell in spec["cells"]:
@@ -184,7 +188,8 @@ def _cell_numbers(spec: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict
         for column, label, digits in shown:
             values = [r[column] for r in members if r[column] is not None and not np.isnan(r[column])]
             text = f"{np.median(values):.{digits}f}" if values else "none"
-            parts.append(f"{label} {text}" + (f" ({len(values)}/{len(members)} members)" if 0 < len(values) < len(members) else ""))
+            parts.append(f"{label} {text}"
+                         + (f" ({len(values)}/{len(members)} members)" if 0 < len(values) < len(members) else ""))
         result.append({"name": ", ".join(f"{k} = {v}" for k, v in cell["overrides"].items()),
                        "measured": "; ".join(parts), "expected": "", "met": None})
     return result

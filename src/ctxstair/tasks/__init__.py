@@ -7,7 +7,7 @@ Example::
     ds.X.shape, ds.y.shape            # (400, 2), (400,)
 """
 
-from ctxstair.tasks import arithmetic, anchors  # noqa: F401  (registers the tasks)
+from ctxstair.tasks import anchors, arithmetic  # noqa: F401  (registers the tasks)
 from ctxstair.tasks.dataset import Dataset
 from ctxstair.tasks.registry import TaskInfo, list_tasks, make, register
 

@@ -14,18 +14,9 @@ import math
 import numpy as np
 import scipy.stats
 
+from ctxstair.checks import MAX_INT, check_choice, check_disjoint, check_float, check_int, check_rows
 from ctxstair.errors import InputError
-from ctxstair.tasks.common import (
-    check_choice,
-    check_disjoint,
-    check_float,
-    check_id_range,
-    check_int,
-    check_rows,
-    MAX_INT,
-    numbers,
-    product_grid,
-)
+from ctxstair.tasks.common import check_id_range, numbers, product_grid
 from ctxstair.tasks.dataset import Dataset
 from ctxstair.tasks.registry import register
 
@@ -92,6 +83,12 @@ def _row_mask(rows: np.ndarray, excluded: np.ndarray) -> np.ndarray:
     if excluded.size == 0:
         return np.zeros(rows.shape[0], dtype=bool)
     return (rows[:, None, :] == excluded[None, :, :]).all(axis=2).any(axis=1)
+
+
+def _empty_eval(seq_len: int) -> dict[str, np.ndarray]:
+    """An empty evaluation set: no sequences of length ``seq_len``, labels or key positions."""
+    return {"X": np.empty((0, seq_len), dtype=np.int64), "y": np.empty(0, dtype=np.int64),
+            "key_position": np.empty(0, dtype=np.int64)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,6 +318,73 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
     keys = check_id_range("key_lo", key_lo, "key_hi", key_hi)
     noise = check_id_range("noise_lo", noise_lo, "noise_hi", noise_hi)
     seq_len = check_int("seq_len", seq_len, 3)
+    rule, heldout = _check_composite_anchors(anchors, shifts, special_pair, special_shift, heldout_pair, keys, noise)
+    residue_modulus = check_int("residue_modulus", residue_modulus, 0)
+    if residue_modulus:
+        residue_value = check_int("residue_value", residue_value, 0, residue_modulus - 1)
+    n_samples = check_int("n_samples", n_samples, 1)
+    n_eval = check_int("n_eval", n_eval, 1)
+    seed = check_int("seed", seed, 0)
+    check_rows("the ordered anchor pairs", rule.anchors.size ** 2, 2)
+    check_rows("the (key, position) combinations", keys.size * (seq_len - 2), 2)
+    check_rows("the n_samples input sequences of length seq_len", n_samples, seq_len)
+    check_rows("the n_eval input sequences of length seq_len", n_eval, seq_len)
+
+    pairs = product_grid(rule.anchors, rule.anchors)
+    train_pairs = pairs[~_row_mask(pairs, np.array([heldout]))]
+    combos = product_grid(keys, numbers(0, seq_len - 3))
+    in_residue = _residue_mask(combos, residue_modulus, residue_value)
+    vocab_size = _composite_vocab_size(rule, pairs, keys, noise)
+
+    rng = np.random.default_rng(seed)
+    X, x, pos, pr = _draw_key_pair_samples(rng, n_samples, combos[~in_residue], train_pairs, noise, seq_len)
+    evals = _composite_eval_sets(rng, n_eval, combos, in_residue, train_pairs, heldout, rule, noise, seq_len)
+    meta = {
+        "groups": {"anchors": rule.anchors, "keys": keys, "noise": noise},
+        "shifts": rule.shifts,
+        "key_position": pos,
+        "eval": evals,
+    }
+    return Dataset(X=X, y=rule.labels(x, pr), vocab_size=vocab_size, tokens=keys, meta=meta)
+
+
+class _PairShifts:
+    """The label rule of :func:`composite`: ``y = x + s(a1) + s(a2)``, except ``x + special_shift`` for the
+    special pair.
+
+    Attributes:
+        anchors: (n_anchors,) the anchor ids, in the given order.
+        shifts: anchor id -> its shift ``s(a)``.
+        special_shift: the shift of the special pair.
+    """
+
+    def __init__(self, anchors: np.ndarray, shifts: tuple[int, ...], special: tuple[int, ...],
+                 special_shift: int) -> None:
+        self.anchors, self.special, self.special_shift = anchors, special, special_shift
+        self.shifts = dict(zip(anchors.tolist(), shifts))
+        # Shift of each anchor id, looked up by sorted position (the ids may be large).
+        by_id = np.argsort(anchors)
+        self._sorted_ids, self._sorted_shifts = anchors[by_id], np.array(shifts, dtype=np.int64)[by_id]
+
+    def summed(self, x: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        """``x + s(a1) + s(a2)`` for keys ``x`` (n,) and ordered anchor pairs ``pairs`` (n, 2)."""
+        return x + self._shift_of(pairs[:, 0]) + self._shift_of(pairs[:, 1])
+
+    def labels(self, x: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        """The labels of keys ``x`` (n,) with ordered anchor pairs ``pairs`` (n, 2)."""
+        is_special = (pairs[:, 0] == self.special[0]) & (pairs[:, 1] == self.special[1])
+        return np.where(is_special, x + self.special_shift, self.summed(x, pairs))
+
+    def _shift_of(self, ids: np.ndarray) -> np.ndarray:
+        """The shift ``s(a)`` of each anchor id in ``ids``."""
+        return self._sorted_shifts[np.searchsorted(self._sorted_ids, ids)]
+
+
+def _check_composite_anchors(anchors: object, shifts: object, special_pair: object, special_shift: object,
+                             heldout_pair: object, keys: np.ndarray,
+                             noise: np.ndarray) -> tuple[_PairShifts, tuple[int, ...]]:
+    """Check the anchor parameters of :func:`composite` (anchors disjoint from ``keys`` and ``noise``);
+    return the label rule and the held-out pair."""
     anchor_ids = _check_tuple("anchors", anchors)
     if not anchor_ids or min(anchor_ids) < 0 or len(set(anchor_ids)) != len(anchor_ids):
         raise InputError(f"parameter 'anchors' must be distinct non-negative ids, got {anchors!r}")
@@ -333,74 +397,59 @@ def composite(key_lo: int = 20, key_hi: int = 99, noise_lo: int = 20, noise_hi: 
     heldout = _check_tuple("heldout_pair", heldout_pair, 2, anchor_arr)
     if heldout == special:
         raise InputError(f"parameter 'heldout_pair' must differ from special_pair, both are {heldout!r}")
-    residue_modulus = check_int("residue_modulus", residue_modulus, 0)
-    if residue_modulus:
-        residue_value = check_int("residue_value", residue_value, 0, residue_modulus - 1)
-    n_samples = check_int("n_samples", n_samples, 1)
-    n_eval = check_int("n_eval", n_eval, 1)
-    seed = check_int("seed", seed, 0)
-    check_rows("the ordered anchor pairs", len(anchor_ids) ** 2, 2)
-    check_rows("the (key, position) combinations", keys.size * (seq_len - 2), 2)
-    check_rows("the n_samples input sequences of length seq_len", n_samples, seq_len)
-    check_rows("the n_eval input sequences of length seq_len", n_eval, seq_len)
+    return _PairShifts(anchor_arr, shift_vals, special, special_shift), heldout
 
-    # Shift of each anchor id, looked up by sorted position (the ids may be large).
-    by_id = np.argsort(anchor_arr)
-    sorted_ids, sorted_shifts = anchor_arr[by_id], np.array(shift_vals, dtype=np.int64)[by_id]
 
-    def shift_of(ids: np.ndarray) -> np.ndarray:
-        return sorted_shifts[np.searchsorted(sorted_ids, ids)]
-
-    def labels(x: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-        is_special = (pairs[:, 0] == special[0]) & (pairs[:, 1] == special[1])
-        return np.where(is_special, x + special_shift, x + shift_of(pairs[:, 0]) + shift_of(pairs[:, 1]))
-
-    pairs = product_grid(anchor_arr, anchor_arr)
-    train_pairs = pairs[~_row_mask(pairs, np.array([heldout]))]
-    combos = product_grid(keys, numbers(0, seq_len - 3))
-    in_residue = ((combos[:, 0] + combos[:, 1]) % residue_modulus == residue_value) if residue_modulus \
+def _residue_mask(combos: np.ndarray, modulus: int, value: int) -> np.ndarray:
+    """Which (key, position) rows of ``combos`` the residue rule of :func:`composite` holds out (none for
+    ``modulus = 0``); InputError if it holds out every row, or none while it is on."""
+    in_residue = ((combos[:, 0] + combos[:, 1]) % modulus == value) if modulus \
         else np.zeros(combos.shape[0], dtype=bool)
     if in_residue.all():
         raise InputError("the residue rule (residue_modulus, residue_value) holds out every (key, position); "
                          "no training samples remain")
-    if residue_modulus and not in_residue.any():
-        raise InputError(f"the residue rule (residue_modulus={residue_modulus}, residue_value={residue_value}) "
+    if modulus and not in_residue.any():
+        raise InputError(f"the residue rule (residue_modulus={modulus}, residue_value={value}) "
                          "holds out no (key, position): the residue test set would be empty; "
                          "use residue_modulus=0 to disable the rule")
+    return in_residue
 
+
+def _composite_vocab_size(rule: _PairShifts, pairs: np.ndarray, keys: np.ndarray, noise: np.ndarray) -> int:
+    """One more than the largest key, noise, anchor or label id of :func:`composite`; InputError if a label
+    would be negative."""
     # Label shifts of every ordered pair; covers both held-out answers (the held-out pair's sum and
     # special_shift, the special pair's label).
-    all_shifts = labels(np.zeros(len(pairs), dtype=np.int64), pairs)
+    all_shifts = rule.labels(np.zeros(len(pairs), dtype=np.int64), pairs)
     if keys[0] + all_shifts.min() < 0:
         raise InputError(f"labels would be negative (key {int(keys[0])} + shift {int(all_shifts.min())}); "
                          "raise key_lo or change shifts / special_shift")
-    vocab_size = int(max(keys[-1] + all_shifts.max(), keys[-1], noise[-1], anchor_arr.max())) + 1
+    return int(max(keys[-1] + all_shifts.max(), keys[-1], noise[-1], rule.anchors.max())) + 1
 
-    rng = np.random.default_rng(seed)
 
-    def draw(n: int, combo_rows: np.ndarray, pair_rows: np.ndarray):
-        kp = _draw_rows(rng, combo_rows, n)
-        pr = _draw_rows(rng, pair_rows, n)
-        return _key_anchor_sequences(rng, kp[:, 0], kp[:, 1], pr, noise, seq_len), kp[:, 0], kp[:, 1], pr
+def _draw_key_pair_samples(rng: np.random.Generator, n: int, combo_rows: np.ndarray, pair_rows: np.ndarray,
+                           noise: np.ndarray, seq_len: int) -> tuple[np.ndarray, ...]:
+    """``n`` sequences with (key, position) drawn from ``combo_rows`` and the anchor pair from ``pair_rows``:
+    (X, keys, positions, pairs)."""
+    kp = _draw_rows(rng, combo_rows, n)
+    pr = _draw_rows(rng, pair_rows, n)
+    return _key_anchor_sequences(rng, kp[:, 0], kp[:, 1], pr, noise, seq_len), kp[:, 0], kp[:, 1], pr
 
-    X, x, pos, pr = draw(n_samples, combos[~in_residue], train_pairs)
-    y = labels(x, pr)
-    Xh, xh, posh, prh = draw(n_eval, combos, np.array([heldout]))
-    heldout_eval = {"X": Xh, "y_inferential": xh + shift_of(prh[:, 0]) + shift_of(prh[:, 1]),
-                    "y_symmetric": xh + special_shift, "key_position": posh}
-    if residue_modulus:
-        Xr, xr, posr, prr = draw(n_eval, combos[in_residue], train_pairs)
-        residue_eval = {"X": Xr, "y": labels(xr, prr), "key_position": posr}
+
+def _composite_eval_sets(rng: np.random.Generator, n: int, combos: np.ndarray, in_residue: np.ndarray,
+                         train_pairs: np.ndarray, heldout: tuple[int, ...], rule: _PairShifts, noise: np.ndarray,
+                         seq_len: int) -> dict:
+    """``meta["eval"]`` of :func:`composite`, drawn in this order: the held-out pair set, then the residue
+    test set (empty when the residue rule holds out nothing, i.e. is off)."""
+    Xh, xh, posh, prh = _draw_key_pair_samples(rng, n, combos, np.array([heldout]), noise, seq_len)
+    heldout_eval = {"X": Xh, "y_inferential": rule.summed(xh, prh), "y_symmetric": xh + rule.special_shift,
+                    "key_position": posh}
+    if in_residue.any():
+        Xr, xr, posr, prr = _draw_key_pair_samples(rng, n, combos[in_residue], train_pairs, noise, seq_len)
+        residue_eval = {"X": Xr, "y": rule.labels(xr, prr), "key_position": posr}
     else:
-        residue_eval = {"X": np.empty((0, seq_len), dtype=np.int64), "y": np.empty(0, dtype=np.int64),
-                        "key_position": np.empty(0, dtype=np.int64)}
-    meta = {
-        "groups": {"anchors": anchor_arr, "keys": keys, "noise": noise},
-        "shifts": dict(zip(anchor_ids, shift_vals)),
-        "key_position": pos,
-        "eval": {"heldout_pair": heldout_eval, "residue_test": residue_eval},
-    }
-    return Dataset(X=X, y=y, vocab_size=vocab_size, tokens=keys, meta=meta)
+        residue_eval = _empty_eval(seq_len)
+    return {"heldout_pair": heldout_eval, "residue_test": residue_eval}
 
 
 # --------------------------------------------------------------------------------------------
@@ -456,55 +505,86 @@ def reason_memory(key_lo: int = 21, key_hi: int = 120, memory_lo: int = 1, memor
     q = check_int("q", q, 1)
     seq_len = check_int("seq_len", seq_len, q + 1)
     p_reasoning = check_float("p_reasoning", p_reasoning, 0.0, 1.0)
-    if not isinstance(heldout, (tuple, list)):
-        raise InputError(f"parameter 'heldout' must be a tuple of anchor tuples, got {heldout!r}")
-    held = np.array([_check_tuple("heldout", t, q, reasoning, f"q={q}") for t in heldout],
-                    dtype=np.int64).reshape(-1, q)
+    held = _check_heldout_tuples(heldout, q, reasoning)
     n_samples = check_int("n_samples", n_samples, 1)
     n_eval = check_int("n_eval", n_eval, 1)
     seed = check_int("seed", seed, 0)
     check_rows("the n_samples input sequences of length seq_len", n_samples, seq_len)
     check_rows("the n_eval input sequences of length seq_len", n_eval, seq_len)
-    for name, size in (("memory", memory.size), ("reasoning", reasoning.size)):
-        # Compare in logs first: size**q may have billions of digits.
-        if math.log2(keys.size) + q * math.log2(size) > math.log2(MAX_TABLE) + 1 or keys.size * size**q > MAX_TABLE:
-            raise InputError(f"{name} anchor tuples: {keys.size} keys x {size}**{q} tuples exceed {MAX_TABLE} "
-                             "table entries; lower q or the anchor ranges")
+    _check_table_sizes(keys.size, q, {"memory": memory.size, "reasoning": reasoning.size})
 
     max_label = int(keys[-1]) + q * int(reasoning[-1])
     memory_tuples = product_grid(*([memory] * q))
-    reasoning_tuples = product_grid(*([reasoning] * q))
-    reasoning_tuples = reasoning_tuples[~_row_mask(reasoning_tuples, held)]
-    if reasoning_tuples.shape[0] == 0:
-        raise InputError("parameter 'heldout' holds out every reasoning tuple; none is left for training")
+    reasoning_tuples = _training_reasoning_tuples(reasoning, q, held)
 
     rng = np.random.default_rng(seed)
     table = rng.integers(int(keys[0]), max_label + 1, size=(keys.size, memory_tuples.shape[0]))
     positions = numbers(0, seq_len - q - 1)
-
-    is_reasoning = rng.random(n_samples) < p_reasoning
-    key = _draw_rows(rng, keys[:, None], n_samples)[:, 0]
-    pos = _draw_rows(rng, positions[:, None], n_samples)[:, 0]
-    memory_idx = rng.integers(0, memory_tuples.shape[0], size=n_samples)
-    tuples = np.where(is_reasoning[:, None], _draw_rows(rng, reasoning_tuples, n_samples), memory_tuples[memory_idx])
-    X = _key_anchor_sequences(rng, key, pos, tuples, keys, seq_len)
-    y = np.where(is_reasoning, key + tuples.sum(axis=1), table[key - keys[0], memory_idx])
-
-    if held.shape[0]:
-        key_h = _draw_rows(rng, keys[:, None], n_eval)[:, 0]
-        pos_h = _draw_rows(rng, positions[:, None], n_eval)[:, 0]
-        tuples_h = _draw_rows(rng, held, n_eval)
-        heldout_eval = {"X": _key_anchor_sequences(rng, key_h, pos_h, tuples_h, keys, seq_len),
-                        "y": key_h + tuples_h.sum(axis=1), "key_position": pos_h}
-    else:
-        heldout_eval = {"X": np.empty((0, seq_len), dtype=np.int64), "y": np.empty(0, dtype=np.int64),
-                        "key_position": np.empty(0, dtype=np.int64)}
+    X, y, is_reasoning, pos = _draw_reason_memory(rng, n_samples, p_reasoning, keys, positions, reasoning_tuples,
+                                                  memory_tuples, table, seq_len)
     meta = {
         "groups": {"keys": keys, "memory_anchors": memory, "reasoning_anchors": reasoning},
         "memory_table": table,
         "is_reasoning": is_reasoning,
         "key_position": pos,
-        "eval": {"heldout_reasoning": heldout_eval},
+        "eval": {"heldout_reasoning": _heldout_reasoning_eval(rng, n_eval, keys, positions, held, seq_len)},
     }
     vocab_size = max(max_label, int(memory[-1]), int(reasoning[-1])) + 1
     return Dataset(X=X, y=y, vocab_size=vocab_size, tokens=np.concatenate([memory, reasoning]), meta=meta)
+
+
+def _check_heldout_tuples(heldout: object, q: int, reasoning: np.ndarray) -> np.ndarray:
+    """The held-out tuples of :func:`reason_memory`, each ``q`` ids in ``reasoning``, as int64 (n_heldout, q)."""
+    if not isinstance(heldout, (tuple, list)):
+        raise InputError(f"parameter 'heldout' must be a tuple of anchor tuples, got {heldout!r}")
+    return np.array([_check_tuple("heldout", t, q, reasoning, f"q={q}") for t in heldout],
+                    dtype=np.int64).reshape(-1, q)
+
+
+def _check_table_sizes(n_keys: int, q: int, sizes: dict[str, int]) -> None:
+    """InputError if ``n_keys`` keys times the ``size**q`` anchor tuples of a kind exceed ``MAX_TABLE``."""
+    for name, size in sizes.items():
+        # Compare in logs first: size**q may have billions of digits.
+        if math.log2(n_keys) + q * math.log2(size) > math.log2(MAX_TABLE) + 1 or n_keys * size**q > MAX_TABLE:
+            raise InputError(f"{name} anchor tuples: {n_keys} keys x {size}**{q} tuples exceed {MAX_TABLE} "
+                             "table entries; lower q or the anchor ranges")
+
+
+def _training_reasoning_tuples(reasoning: np.ndarray, q: int, held: np.ndarray) -> np.ndarray:
+    """The ordered ``q``-tuples of reasoning anchors not in ``held``; InputError if none is left."""
+    tuples = product_grid(*([reasoning] * q))
+    tuples = tuples[~_row_mask(tuples, held)]
+    if tuples.shape[0] == 0:
+        raise InputError("parameter 'heldout' holds out every reasoning tuple; none is left for training")
+    return tuples
+
+
+def _draw_keys_positions(rng: np.random.Generator, keys: np.ndarray, positions: np.ndarray,
+                         n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` keys, then ``n`` key positions, each drawn uniformly with replacement."""
+    return _draw_rows(rng, keys[:, None], n)[:, 0], _draw_rows(rng, positions[:, None], n)[:, 0]
+
+
+def _draw_reason_memory(rng: np.random.Generator, n: int, p_reasoning: float, keys: np.ndarray,
+                        positions: np.ndarray, reasoning_tuples: np.ndarray, memory_tuples: np.ndarray,
+                        table: np.ndarray, seq_len: int) -> tuple[np.ndarray, ...]:
+    """The ``n`` training samples of :func:`reason_memory`: (X, y, is_reasoning, key positions)."""
+    is_reasoning = rng.random(n) < p_reasoning
+    key, pos = _draw_keys_positions(rng, keys, positions, n)
+    memory_idx = rng.integers(0, memory_tuples.shape[0], size=n)
+    tuples = np.where(is_reasoning[:, None], _draw_rows(rng, reasoning_tuples, n), memory_tuples[memory_idx])
+    X = _key_anchor_sequences(rng, key, pos, tuples, keys, seq_len)
+    y = np.where(is_reasoning, key + tuples.sum(axis=1), table[key - keys[0], memory_idx])
+    return X, y, is_reasoning, pos
+
+
+def _heldout_reasoning_eval(rng: np.random.Generator, n: int, keys: np.ndarray, positions: np.ndarray,
+                            held: np.ndarray, seq_len: int) -> dict[str, np.ndarray]:
+    """``n`` evaluation samples of :func:`reason_memory` whose anchors are held-out tuples (uniform over
+    ``held``); empty if ``held`` is."""
+    if not held.shape[0]:
+        return _empty_eval(seq_len)
+    key, pos = _draw_keys_positions(rng, keys, positions, n)
+    tuples = _draw_rows(rng, held, n)
+    return {"X": _key_anchor_sequences(rng, key, pos, tuples, keys, seq_len), "y": key + tuples.sum(axis=1),
+            "key_position": pos}

@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
+from ctxstair.checks import check_int, check_rows
 from ctxstair.errors import InputError
-from ctxstair.tasks.common import product_grid, numbers, all_pairs, check_int, check_rows
+from ctxstair.tasks.common import all_pairs, numbers, product_grid
 from ctxstair.tasks.dataset import Dataset
 from ctxstair.tasks.registry import register
 
@@ -134,7 +135,7 @@ def sum_mod(N: int = 10, L: int = 2, max_samples: int = 10_000_000) -> Dataset:
     L = check_int("L", L, 1)
     max_samples = check_int("max_samples", max_samples, 1)
     # Compare in logs first: N**L itself may have billions of digits.
-    if L * math.log2(N) > math.log2(max_samples) + 1 or N**L > max_samples:
+    if L * math.log2(N) > math.log2(max_samples) + 1 or max_samples < N**L:
         raise InputError(
             f"sum_mod with N={N}, L={L} has N**L ~ 10^{L * math.log10(N):.1f} sequences, above "
             f"max_samples={max_samples}; lower N or L, or raise max_samples"

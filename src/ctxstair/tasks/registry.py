@@ -8,8 +8,9 @@ names or parameters, and parameters of the wrong type, raise :class:`~ctxstair.e
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ctxstair.errors import InputError, TooLargeError
 from ctxstair.tasks.dataset import Dataset

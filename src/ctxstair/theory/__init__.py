@@ -28,7 +28,6 @@ from ctxstair.theory.attention import (
     attention_label_paths,
     attention_path_gradients,
 )
-from ctxstair.theory.attention_run import analyse_attention_run
 from ctxstair.theory.cbow_terms import (
     cbow_label_terms,
     cbow_prediction_correction_terms,
@@ -61,7 +60,6 @@ __all__ = [
     "PATH_OBJECTIVES",
     "ActivationFitTerms",
     "SlopeFit",
-    "analyse_attention_run",
     "attention_forward",
     "attention_label_paths",
     "attention_path_gradients",

@@ -14,18 +14,15 @@ actual update ``−∇_{W_E} mean loss`` through the embeddings' use as values, 
 (:func:`ctxstair.theory.attention_path_gradients`, the positional embeddings included); ``cos_*``
 the cosine of that path with the whole update over the same rows.
 
-    python -c "from ctxstair.theory.attention_run import analyse_attention_run; analyse_attention_run('runs/attention-parity')"
+:func:`group_rows` computes the rows of one model; :mod:`ctxstair.analysis.attention_groups` writes
+them for every snapshot of a run.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from ctxstair import rundir, tasks
-from ctxstair.config import load_yaml
-from ctxstair.errors import InputError
+from ctxstair import tasks
 from ctxstair.theory.attention import attention_forward, attention_path_gradients
 
 ATTENTION_COLUMNS = ("member", "epoch", "group", "attention", "norm", "path_value", "path_key", "path_query",
@@ -38,7 +35,8 @@ def token_groups(dataset: tasks.Dataset) -> dict[str, np.ndarray]:
     return dict(dataset.meta.get("groups") or {"tokens": dataset.tokens})
 
 
-def group_rows(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray, groups: dict[str, np.ndarray]) -> list[dict]:
+def group_rows(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray,
+               groups: dict[str, np.ndarray]) -> list[dict]:
     """Attention received, embedding norm and path gradients of each group for one model (SPEC §6.3).
 
     Args:
@@ -66,33 +64,3 @@ def group_rows(params: dict[str, np.ndarray], X: np.ndarray, y: np.ndarray, grou
             row[f"cos_{path}"] = float(part @ full / denom) if denom > 0 else float("nan")
         rows.append(row)
     return rows
-
-
-def analyse_attention_run(run_dir: str | Path) -> list[dict]:
-    """Rows of :func:`group_rows` for every snapshot and member of an attention run; writes ``attention.csv``."""
-    run_dir = Path(run_dir)
-    cfg = load_yaml((run_dir / "config.yaml").read_text())
-    if cfg.model.kind != "attention":
-        raise InputError(f"{run_dir} is a {cfg.model.kind!r} run; attention analysis needs model.kind=attention")
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    groups = token_groups(dataset)
-    rows = []
-    for epoch in rundir.snapshot_epochs(run_dir):
-        snapshot = rundir.load_snapshot(run_dir, epoch)
-        for member in range(snapshot["W_E"].shape[0]):
-            params = {name: tensor[member] for name, tensor in snapshot.items()}
-            rows += [{"member": member, "epoch": epoch, **row} for row in group_rows(params, dataset.X, dataset.y, groups)]
-    rundir.write_table(run_dir, "attention.csv", ATTENTION_COLUMNS, rows)
-    return rows
-
-
-def read_attention_run(run_dir: str | Path) -> dict[str, np.ndarray]:
-    """``attention.csv`` as columns (``member``, ``epoch`` int; ``group`` str; floats otherwise)."""
-    return rundir.read_table(run_dir, "attention.csv", ints=("member", "epoch"), strings=("group",))
-
-
-def group_series(table: dict[str, np.ndarray], group: str, member: int, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(epochs, values) of one group and member from :func:`read_attention_run`'s table, by epoch."""
-    keep = (table["group"] == group) & (table["member"] == member)
-    order = np.argsort(table["epoch"][keep])
-    return table["epoch"][keep][order], table[column][keep][order]

@@ -41,7 +41,7 @@ Everything is float64 numpy, vectorised over samples: the data enter only throug
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from numpy.polynomial import polynomial as P

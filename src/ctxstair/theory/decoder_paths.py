@@ -51,10 +51,7 @@ def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str
     contributions = model.residual_contributions(X)
     stream = sum(contributions.values())  # (n, T, d): the final stream, as in forward()
     logits = model.logits_from_stream(stream)  # (n, T, V)
-    if objective == "loss":
-        value = -next_token_loss(logits, X)
-    else:
-        value = logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
+    value = -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
     (upstream,) = torch.autograd.grad(value, stream, retain_graph=True)  # G, (n, T, d)
     paths = {name: torch.autograd.grad(c, model.W_E, upstream, retain_graph=True)[0]
              for name, c in contributions.items()}

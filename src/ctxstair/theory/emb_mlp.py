@@ -19,7 +19,8 @@ from ctxstair.signatures import label_signature, occurrence
 from ctxstair.tasks import Dataset
 
 
-def emb_mlp_early_direction(X: np.ndarray, y: np.ndarray, vocab_size: int, W_1: np.ndarray, W_2: np.ndarray) -> np.ndarray:
+def emb_mlp_early_direction(X: np.ndarray, y: np.ndarray, vocab_size: int, W_1: np.ndarray,
+                            W_2: np.ndarray) -> np.ndarray:
     """Predicted early velocity of every embedding, (V, d): ``L r_α (φ^{y;0}_α − 1/V) W_2ᵀ W_1ᵀ``.
 
     Args:

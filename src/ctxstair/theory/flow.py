@@ -24,7 +24,8 @@ import torch
 
 from ctxstair import tasks
 from ctxstair.config import RunConfig, apply_overrides
-from ctxstair.train.engine import build_model, epoch_update, make_optimizer, member_losses
+from ctxstair.models import build_ensemble
+from ctxstair.train.engine import epoch_update, make_optimizer, member_losses
 
 __all__ = ["gd_flow_distance"]
 
@@ -57,7 +58,7 @@ def gd_flow_distance(cfg: RunConfig, epochs: int) -> dict[str, Any]:
     evaluations = 0
     for optimizer_name in ("gd", "flow"):
         run_cfg = apply_overrides(cfg, {**common, "train.optimizer": optimizer_name})
-        model = build_model(run_cfg, dataset)
+        model = build_ensemble(run_cfg, dataset)
         optimizer = make_optimizer(run_cfg, model.parameters())
         update = epoch_update(run_cfg, model, optimizer, X, y, torch.Generator().manual_seed(run_cfg.train.seed))
         states, member_loss = [], []
@@ -74,7 +75,8 @@ def gd_flow_distance(cfg: RunConfig, epochs: int) -> dict[str, Any]:
         losses[optimizer_name] = np.stack(member_loss, axis=1)  # (K, E+1)
     gd, flow = traces["gd"], traces["flow"]
     diff = gd - flow
-    distance = np.linalg.norm(diff.reshape(epochs + 1, -1), axis=1) / np.linalg.norm(flow.reshape(epochs + 1, -1), axis=1)
+    distance = (np.linalg.norm(diff.reshape(epochs + 1, -1), axis=1)
+                / np.linalg.norm(flow.reshape(epochs + 1, -1), axis=1))
     member_distance = (np.linalg.norm(diff, axis=2) / np.linalg.norm(flow, axis=2)).T
     return {
         "lr": float(cfg.train.lr), "epoch": np.arange(epochs + 1), "t": np.arange(epochs + 1) * float(cfg.train.lr),

@@ -27,7 +27,7 @@ reachable order ``L−1`` dominates. What the expansion of :mod:`ctxstair.theory
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ def stirling2(n: int, k: int) -> int:
     if n < 0 or k < 0:
         raise InputError(f"stirling2 needs n, k >= 0, got {n}, {k}")
     row = [1] + [0] * k  # S(0, j)
-    for i in range(1, n + 1):
+    for _ in range(1, n + 1):
         row = [0] + [j * row[j] + row[j - 1] for j in range(1, k + 1)]
     return row[k]
 

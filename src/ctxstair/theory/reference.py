@@ -6,7 +6,7 @@ activation (:mod:`ctxstair.theory.activation_fit`)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

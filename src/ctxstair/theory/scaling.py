@@ -28,8 +28,8 @@ squares with a t-based confidence interval (``stderr × t_{(1+c)/2, n_d − 2}``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -3,35 +3,25 @@
 For every snapshot of a CBOW run and every ensemble member, the label-driven gradient of the task
 tokens' embeddings is split into its order-m terms (:func:`cbow_label_terms` for a polynomial
 activation, :func:`cbow_terms_with_fit` for ReLU/GELU/tanh), and each term is compared with the
-actual update ``−∇ mean loss`` (autograd, exact softmax). Written to ``theory.csv``:
+actual update ``−∇ mean loss`` (autograd, exact softmax). :func:`order_shares` gives, per order,
 
-    member, epoch, order, norm, share, cosine_with_update, relative_residual
+    order, norm, share, cosine_with_update, relative_residual
 
+(written per snapshot and member to ``theory.csv`` by :mod:`ctxstair.analysis.order_shares`):
 ``norm`` is the Frobenius norm of the order-m term over the task tokens and coordinates; ``share``
 is that norm divided by the sum over orders; ``cosine_with_update`` the cosine between the term and
 the actual update (both flattened over tokens × coordinates); ``relative_residual`` (same for every
 order of one snapshot) is ‖autograd label gradient − Σ terms‖ / ‖autograd label gradient‖, zero up
 to rounding for a polynomial activation and the fit error otherwise.
-
-    python -c "from ctxstair.theory.shares import analyse_order_shares; analyse_order_shares('runs/staircase-add')"
 """
 
 from __future__ import annotations
 
-import csv
-import io
-from pathlib import Path
-
 import numpy as np
 
-from ctxstair import rundir, tasks
-from ctxstair.config import load_yaml
-from ctxstair.io import atomic_write_text
 from ctxstair.theory.activation_fit import cbow_terms_with_fit
 from ctxstair.theory.cbow_terms import cbow_label_terms
 from ctxstair.theory.reference import embedding_gradient
-
-THEORY_COLUMNS = ("member", "epoch", "order", "norm", "share", "cosine_with_update", "relative_residual")
 
 
 def order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray, tokens: np.ndarray,
@@ -57,31 +47,3 @@ def order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray,
     return [{"order": m, "norm": float(norms[m]), "share": float(norms[m] / total) if total > 0 else float("nan"),
              "cosine_with_update": float(cosines[m]), "relative_residual": float(residual)}
             for m in range(norms.size)]
-
-
-def analyse_order_shares(run_dir: str | Path) -> list[dict]:
-    """Order shares at every snapshot of every member of a CBOW run; writes ``theory.csv``."""
-    run_dir = Path(run_dir)
-    cfg = load_yaml((run_dir / "config.yaml").read_text())
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    rows = []
-    for epoch in rundir.snapshot_epochs(run_dir):
-        snapshot = rundir.load_snapshot(run_dir, epoch)
-        for member in range(snapshot["W_E"].shape[0]):
-            for row in order_shares(snapshot["W_E"][member], snapshot["W_U"][member], dataset.X, dataset.y,
-                                    dataset.tokens, cfg.model.activation, cfg.model.coeffs, cfg.model.power):
-                rows.append({"member": member, "epoch": epoch, **row})
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=THEORY_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()} for row in rows)
-    atomic_write_text(run_dir / "theory.csv", buffer.getvalue())
-    return rows
-
-
-def read_order_shares(run_dir: str | Path) -> dict[str, np.ndarray]:
-    """``theory.csv`` as columns (ints for member/epoch/order, floats otherwise)."""
-    text = (Path(run_dir) / "theory.csv").read_text()
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return {key: np.array([(int if key in ("member", "epoch", "order") else float)(r[key]) for r in rows])
-            for key in THEORY_COLUMNS}

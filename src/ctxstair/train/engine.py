@@ -20,27 +20,25 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 from torchdiffeq import odeint
 from tqdm import tqdm
 
-from ctxstair import numerics, rundir, tasks
+from ctxstair import numerics
 from ctxstair.checks import check_dense_size
-from ctxstair.config import RunConfig, dump_yaml, load_yaml
+from ctxstair.config import RunConfig
 from ctxstair.devices import resolve_device
-from ctxstair.errors import InputError, TrainingDiverged
-from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir, remove_stale_temporaries
-from ctxstair.models import AttentionEnsemble, CBOWEnsemble, MemberSpec
-from ctxstair.signatures import label_signature, signature_hierarchy
+from ctxstair.io import atomic_save_npz, atomic_write_text
+from ctxstair.models import Ensemble, build_ensemble
+from ctxstair.run import Run
+from ctxstair.signatures import signature_hierarchy
 from ctxstair.tasks import Dataset
-from ctxstair.train.checkpoint import has_checkpoint, load_checkpoint, save_checkpoint
 from ctxstair.train.schedule import snapshot_schedule
 
 #: Called as ``hook(epoch)`` at the start of every epoch; tests use it to interrupt a run.
@@ -49,38 +47,6 @@ EpochHook = Callable[[int], None]
 #: full-batch forward pass (with its autograd graph), which full-batch steps reuse. Returns the
 #: number of gradient evaluations it took (1 for a full-batch step).
 EpochUpdate = Callable[[int, torch.Tensor], int]
-#: The models the engine trains: stacked members, ``forward(X (n, L)) -> logits (K, n, V)``.
-Ensemble = CBOWEnsemble | AttentionEnsemble
-
-
-def member_specs(cfg: RunConfig) -> list[MemberSpec]:
-    """Ensemble members of a config: ``train.members`` seeds from ``train.seed`` (SPEC §4 γ per tensor)."""
-    init = cfg.model.init
-    return [
-        MemberSpec(
-            seed=cfg.train.seed + k, d=cfg.model.d,
-            gamma_embedding=init.gamma if init.embedding is None else init.embedding,
-            gamma_unembedding=init.gamma if init.unembedding is None else init.unembedding,
-        )
-        for k in range(cfg.train.members)
-    ]
-
-
-def build_model(cfg: RunConfig, dataset: Dataset) -> Ensemble:
-    """The ensemble of ``cfg.model.kind`` (CBOW or attention-only, SPEC §5) for ``dataset``; a CBOW
-    ensemble with ``model.embedding=signature`` gets the dataset's order-1 label signature."""
-    m, dtype = cfg.model, getattr(torch, cfg.train.dtype)
-    if m.kind == "attention":
-        qk, ov = (m.init.gamma if g is None else g for g in (m.init.qk, m.init.ov))
-        return AttentionEnsemble(dataset.vocab_size, dataset.seq_len, member_specs(cfg), gamma_qk=qk, gamma_ov=ov,
-                                 d_k=m.d_k, positional=m.positional, dtype=dtype)
-    # F8b signature embeddings: φ^{y;1} of every token id over the labels and context ids that occur.
-    phi1 = (label_signature(dataset.X, dataset.y, 1, dataset.vocab_size, labels=np.unique(dataset.y),
-                            context=np.unique(dataset.X)) if m.embedding == "signature" else None)
-    return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), m.activation, m.coeffs, m.power, dtype=dtype,
-                        embedding=m.embedding, phi1=phi1)
-
-
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
     """``gd``/``sgd``: torch SGD (gd = full batch); ``adam``/``adamw``: torch Adam/AdamW; ``flow``:
     None (the ODE solver keeps no state between epochs; SPEC §5 "Training").
@@ -196,31 +162,22 @@ def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimiz
     return lambda epoch, losses: minibatch_epoch(model, optimizer, X, y, t.batch_size, generator)
 
 
-def prepare(cfg: RunConfig, out: Path, resume: bool, force: bool) -> Dataset:
-    """Validate everything and set up ``out``; nothing is written if the input is bad.
+def prepare(run: Run, resume: bool, force: bool) -> tuple[Dataset, bool]:
+    """Validate everything and set up the run directory; nothing is written if the input is bad.
+    Returns the dataset and whether an existing run is continued.
 
-    A new run directory appears whole (signatures and config.yaml, assembled under a temporary
-    name), so a directory of ours always has its config.yaml. ``resume`` of a directory that does
-    not exist starts the run: a job script can always pass ``--resume`` (issue 9 item 1)."""
-    cfg.validate()
+    A new run directory appears whole, with the task's signatures and ``config.yaml``
+    (:meth:`ctxstair.run.Run.open`)."""
+    cfg = run.config.validate()
     resolve_device(cfg.train.device)  # refuses CUDA where there is none, before anything is written
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
+    dataset = run.dataset
     check_memory(cfg, dataset)
-    if resume and out.exists():
-        if not (out / "config.yaml").is_file():
-            raise InputError(f"cannot resume {out}: no run there (config.yaml missing)")
-        saved = load_yaml((out / "config.yaml").read_text())
-        if saved != cfg:
-            raise InputError(f"cannot resume {out}: its config.yaml differs from the requested configuration")
-        remove_stale_temporaries(out)
-        return dataset
-    if out.exists() and not force:
-        raise InputError(f"run directory {out} already exists; use --resume to continue it or --force to replace it")
-    sigs = signature_hierarchy(dataset, 1 if dataset.seq_len > 1 else 0)
-    with fresh_output_dir(out, force=force) as staging:
+
+    def write_signatures(staging: Path) -> None:
+        sigs = signature_hierarchy(dataset, 1 if dataset.seq_len > 1 else 0)
         atomic_save_npz(staging / "signatures.npz", sigs.as_arrays())
-        atomic_write_text(staging / "config.yaml", dump_yaml(cfg))
-    return dataset
+
+    return dataset, run.open(resume, force, write_signatures)
 
 
 def check_memory(cfg: RunConfig, dataset: Dataset) -> None:
@@ -267,11 +224,12 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
                progress: bool | None) -> Path:
     started = time.perf_counter()
     numerics.apply_to_torch()
-    dataset = prepare(cfg, out, resume, force)
-    if resume and not has_checkpoint(out) and _completed(out, cfg.train.epochs):
+    run = Run(out, cfg)
+    dataset, resumed = prepare(run, resume, force)
+    if resumed and not run.has_checkpoint() and _completed(run, cfg.train.epochs):
         return out  # already complete
     device = resolve_device(cfg.train.device)
-    model = build_model(cfg, dataset).to(device)
+    model = build_ensemble(cfg, dataset).to(device)
     optimizer = make_optimizer(cfg, model.parameters())
     batches = torch.Generator().manual_seed(cfg.train.seed)  # on the CPU whatever the device: same data order
     X, y = torch.from_numpy(dataset.X).to(device), torch.from_numpy(dataset.y).to(device)
@@ -280,9 +238,9 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
     schedule = set(snapshot_schedule(cfg.train.epochs, cfg.snapshots.log_points, cfg.snapshots.every))
 
     start, rows = 0, []
-    if resume and has_checkpoint(out):
-        start = load_checkpoint(out, model, optimizer, batches)
-        rows = [r for r in _metric_rows(out) if r["epoch"] < start]
+    if resumed and run.has_checkpoint():
+        start = run.load_checkpoint(model, optimizer, batches)
+        rows = [r for r in run.metric_rows() if r["epoch"] < start]
     else:
         _write_members(out, model)
 
@@ -292,31 +250,30 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
         if hook is not None:
             hook(epoch)
         if epoch in schedule:
-            rundir.write_metrics(out, rows)
-            save_checkpoint(out, epoch, model, optimizer, batches)
+            run.write_metrics(rows)
+            run.save_checkpoint(epoch, model, optimizer, batches)
             if cfg.snapshots.save:
-                rundir.save_snapshot(out, epoch, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()})
+                run.save_snapshot(epoch, model)
         with torch.set_grad_enabled(reuse_forward):
             losses, accs = member_losses(model, X, y)
-        rows += [{"member": k, "epoch": epoch, "loss": float(l), "acc": float(a)}
-                 for k, (l, a) in enumerate(zip(losses.detach(), accs))]
+        rows += [{"member": k, "epoch": epoch, "loss": float(loss), "acc": float(acc)}
+                 for k, (loss, acc) in enumerate(zip(losses.detach(), accs))]
         if not bool(torch.isfinite(losses.detach()).all()):
-            _stop_diverged(cfg, out, model, epoch, rows)
+            raise _divergence(run, model, epoch, rows)
         bar.set_postfix(loss=f"{float(losses.detach().mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
         if epoch == cfg.train.epochs:
             break
         update(epoch, losses)
-    rundir.write_metrics(out, rows)
-    (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # the commit point goes first
-    shutil.rmtree(out / "checkpoint", ignore_errors=True)
-    rundir.write_resources(out, time.perf_counter() - started)
+    run.write_metrics(rows)
+    run.finish(time.perf_counter() - started)
     return out
 
 
-def _stop_diverged(cfg: RunConfig, out: Path, model: Ensemble, epoch: int, rows: list[dict]) -> None:
-    """Keep what was written, add ``failure.json`` and raise TrainingDiverged naming the epoch, the
-    members, the non-finite tensors and the likely cause (issue 9 item 4)."""
-    rundir.write_metrics(out, rows)
+def _divergence(run: Run, model: Ensemble, epoch: int, rows: list[dict]) -> Exception:
+    """The TrainingDiverged of a non-finite loss at ``epoch``, recorded in the run directory
+    (:meth:`ctxstair.run.Run.diverged`): it names the epoch, the members, the non-finite tensors and
+    the likely cause (issue 9 item 4)."""
+    cfg = run.config
     losses = {(r["member"], r["epoch"]): r["loss"] for r in rows}
     members = sorted(k for (k, e), loss in losses.items() if e == epoch and not np.isfinite(loss))
     tensors = {name: [k for k in range(p.shape[0]) if not bool(torch.isfinite(p[k]).all())]
@@ -327,26 +284,19 @@ def _stop_diverged(cfg: RunConfig, out: Path, model: Ensemble, epoch: int, rows:
     where = (f"non-finite values in {', '.join(f'{name} (members {ks})' for name, ks in tensors.items())}"
              if tensors else "every parameter is still finite (the loss itself overflowed)")
     cause = (f"the loss rose from {first:.4g} at epoch 0 to {last:.4g} at epoch {epoch - 1}, so the learning rate "
-             f"train.lr={t.lr:g} ({t.optimizer}) is likely too large for this γ = {init.gamma:g} and d = {cfg.model.d}: "
-             "try a smaller train.lr" if epoch > 0 and last > first else
-             f"the loss was {last:.4g} at epoch {max(epoch - 1, 0)} and had not been rising: a float overflow is likely "
-             f"(train.dtype={t.dtype}; try float64 or a smaller train.lr)")
+             f"train.lr={t.lr:g} ({t.optimizer}) is likely too large for this γ = {init.gamma:g} and "
+             f"d = {cfg.model.d}: try a smaller train.lr" if epoch > 0 and last > first else
+             f"the loss was {last:.4g} at epoch {max(epoch - 1, 0)} and had not been rising: a float overflow is "
+             f"likely (train.dtype={t.dtype}; try float64 or a smaller train.lr)")
     message = (f"training diverged at epoch {epoch}: the loss of member(s) {members} is not finite; "
-               f"{where}; {cause}. Written so far is kept in {out}")
-    rundir.write_json(out, "failure.json", {"reason": "diverged", "epoch": epoch, "members": members,
-                                            "tensors": tensors, "message": message})
-    (out / "checkpoint" / "state.json").unlink(missing_ok=True)  # nothing to resume: it would diverge again
-    shutil.rmtree(out / "checkpoint", ignore_errors=True)
-    raise TrainingDiverged(message, out)
+               f"{where}; {cause}. Written so far is kept in {run.path}")
+    return run.diverged(message, {"epoch": epoch, "members": members, "tensors": tensors}, rows)
 
 
-def _completed(out: Path, epochs: int) -> bool:
+def _completed(run: Run, epochs: int) -> bool:
     """Whether ``metrics.jsonl`` reaches the last epoch (an interruption before the first checkpoint
     was committed can leave an empty one behind)."""
-    if not (out / "metrics.jsonl").is_file():
-        return False
-    logged = rundir.read_metrics(out)["epoch"]
-    return bool(logged.size) and int(logged.max()) == epochs
+    return any(r["epoch"] == epochs for r in run.metric_rows())
 
 
 def _write_members(out: Path, model: Ensemble) -> None:
@@ -357,9 +307,3 @@ def _write_members(out: Path, model: Ensemble) -> None:
     writer.writerows({"member": k, **{key: f"{v:.6g}" if key.startswith("init_std") else v for key, v in row.items()}}
                      for k, row in enumerate(rows))
     atomic_write_text(out / "members.csv", buffer.getvalue())
-
-
-def _metric_rows(out: Path) -> list[dict]:
-    table = rundir.read_metrics(out)
-    return [{"member": int(m), "epoch": int(e), "loss": float(l), "acc": float(a)}
-            for m, e, l, a in zip(table["member"], table["epoch"], table["loss"], table["acc"])]

@@ -1,5 +1,5 @@
 """The staircase in a real language model (SPEC §7, §8 F7): measurements at every snapshot of an LM
-run (:mod:`ctxstair.lm.train`).
+run (:mod:`ctxstair.lm.train`), written to ``lm_analysis.csv`` and ``alignment.csv``.
 
 Per snapshot step, over the eligible tokens T (the ``analysis.k`` most frequent word-like tokens of
 the training windows):
@@ -16,7 +16,7 @@ the training windows):
   ``embed``, ``attn.ℓ``, ``mlp.ℓ``) — each path's share of the summed path norms of the update
   ``−∇_{W_E} loss`` restricted to the T rows (SPEC §6.4).
 
-    python -c "from ctxstair.lm.staircase import analyse_lm_run; analyse_lm_run('runs/lm-staircase')"
+    python -c "from ctxstair.analysis import analyse; analyse('runs/lm-staircase', ['lm_staircase'])"
 """
 
 from __future__ import annotations
@@ -28,28 +28,22 @@ import torch
 
 from ctxstair import numerics, rundir
 from ctxstair.alignment import compare, cosine_matrix, signature_cosine
-from ctxstair.config import load_yaml
 from ctxstair.lm import analysis
-from ctxstair.lm.train import (LMConfig, build_model, check_snapshot_progress, corpus_windows, load_snapshot,
-                               snapshot_steps, split_windows)
+from ctxstair.lm.windows import corpus_windows, split_windows
+from ctxstair.run import Run
 from ctxstair.signatures import next_token_signature, prefix_signature
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
+OUTPUT = "lm_analysis.csv"
 LM_COLUMNS = ("step", "measure", "part", "value")
 NULL_PERMUTATIONS = 100
 
 
-def read_config(out: str | Path) -> LMConfig:
-    """The :class:`LMConfig` saved in an LM run directory."""
-    return load_yaml((Path(out) / "config.yaml").read_text(), LMConfig)
-
-
-def analyse_lm_run(out: str | Path) -> None:
+def analyse(run: Run) -> None:
     """Compute every measurement of the module docstring; write ``alignment.csv``, ``lm_analysis.csv``
     and ``lm_tokens.json`` (the eligible tokens and the probe's split)."""
     numerics.apply_to_torch()  # deterministic kernels for the probe's fits (also when called alone)
-    out = Path(out)
-    cfg = read_config(out)
+    out, cfg = run.path, run.config
     tokenizer, windows = corpus_windows(cfg, out)
     train, _ = split_windows(windows, cfg.train.seed)
     V, a = tokenizer.vocab_size, cfg.analysis
@@ -59,9 +53,9 @@ def analyse_lm_run(out: str | Path) -> None:
     labels = analysis.prefix_labels(train, tokens, V, total=2 * tokens.size)
     phi_next = next_token_signature(train, V, tokens=tokens)  # (T, V)
     phi_prefix = prefix_signature(train, tokens, labels, tokens)  # (T, Y, T)
-    check_snapshot_progress(out)
-    steps = snapshot_steps(out)
-    snapshots = [load_snapshot(out, s) for s in steps]
+    rundir.check_snapshot_progress(out)
+    steps = run.snapshot_times()
+    snapshots = [run.snapshot(s) for s in steps]
     W = np.stack([snap["W_E"].double().numpy()[tokens] for snap in snapshots])  # (S, T, d)
 
     rho = analysis.rho_next(W, phi_next)
@@ -78,12 +72,11 @@ def analyse_lm_run(out: str | Path) -> None:
                   analysis.shuffled_baseline(phi_prefix, W, train_idx, heldout_idx, **probe_args)["heldout_mse"])
 
     sample = torch.from_numpy(train[np.random.default_rng(a.seed).permutation(len(train))[: a.windows]])
-    model = build_model(cfg, V).double()
-    for step, snap in zip(steps, snapshots):
-        model.load_state_dict({k: v.double() for k, v in snap.items()})
+    for step in steps:
+        model = run.model_at(step, torch.float64)
         rows += _attention_rows(model, step, sample, tokens, V)
         rows += _path_rows(model, step, sample, tokens)
-    rundir.write_table(out, "lm_analysis.csv", LM_COLUMNS, rows)
+    rundir.write_table(out, OUTPUT, LM_COLUMNS, rows)
     rundir.write_json(out, "lm_tokens.json", {"tokens": tokens, "strings": [tokenizer.token_string(t) for t in tokens],
                                               "probe_train": tokens[train_idx], "probe_heldout": tokens[heldout_idx],
                                               "prefix_labels": int(labels.size)})
@@ -104,7 +97,8 @@ def _attention_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray, 
         Z = W_E @ block.W_V.numpy().T @ block.W_O.numpy().T
         # The null permutes the tokens of one cosine matrix: both are computed once, not per permutation.
         S_attn, S_z = signature_cosine(phi_attn), cosine_matrix(Z)
-        permutations = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (NULL_PERMUTATIONS, 1)), axis=1)
+        permutations = np.random.default_rng(layer).permuted(
+            np.tile(np.arange(tokens.size), (NULL_PERMUTATIONS, 1)), axis=1)
         permuted = np.stack([S_attn[np.ix_(perm, perm)] for perm in permutations])  # (P, T, T)
         rows += [{"step": step, "measure": "attention_path_corr", "part": str(layer),
                   "value": analysis.attention_path_correlation(phi_attn, Z)},
@@ -124,7 +118,7 @@ def _path_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray) -> li
 
 def read_lm_analysis(out: str | Path) -> dict[str, np.ndarray]:
     """``lm_analysis.csv`` as columns (``step`` int; ``measure``, ``part`` str; ``value`` float)."""
-    return rundir.read_table(out, "lm_analysis.csv", ints=("step",), strings=("measure", "part"))
+    return rundir.read_table(out, OUTPUT, ints=("step",), strings=("measure", "part"))
 
 
 def measure_series(table: dict, measure: str, part: str = "") -> tuple[np.ndarray, np.ndarray]:

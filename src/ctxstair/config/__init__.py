@@ -17,10 +17,11 @@ import re
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
+from ctxstair.checks import check_key_choice, check_minimum, check_positive
 from ctxstair.devices import check_device_name
 from ctxstair.errors import InputError
 
@@ -139,6 +140,9 @@ class AnalysisConfig:
 class RunConfig:
     """One training run: a recipe name and its task, model, training, snapshot and analysis settings."""
 
+    #: What the ensemble engine counts: snapshot names, metrics rows and checkpoints are keyed by epoch.
+    TIME_UNIT: ClassVar[str] = "epoch"
+
     recipe: str = "custom"
     task: TaskConfig = field(default_factory=TaskConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -146,36 +150,40 @@ class RunConfig:
     snapshots: SnapshotConfig = field(default_factory=SnapshotConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         """Check value ranges and choices; return self or raise InputError naming the key."""
-        _choice("train.optimizer", self.train.optimizer, OPTIMIZERS)
-        _choice("model.activation", self.model.activation, ACTIVATIONS)
-        _choice("model.kind", self.model.kind, MODEL_KINDS)
-        _choice("model.embedding", self.model.embedding, EMBEDDINGS)
+        check_key_choice("train.optimizer", self.train.optimizer, OPTIMIZERS)
+        check_key_choice("model.activation", self.model.activation, ACTIVATIONS)
+        check_key_choice("model.kind", self.model.kind, MODEL_KINDS)
+        check_key_choice("model.embedding", self.model.embedding, EMBEDDINGS)
         if self.model.embedding != "trainable" and self.model.kind != "cbow":
             raise InputError(f"model.embedding={self.model.embedding} needs model.kind=cbow, got {self.model.kind!r}")
-        _choice("train.dtype", self.train.dtype, DTYPES)
-        _choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
+        check_key_choice("train.dtype", self.train.dtype, DTYPES)
+        check_key_choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
         check_device_name("train.device", self.train.device)
         check_minimum([
-            ("model.d", self.model.d, 1), ("model.d_k", self.model.d_k, 1), ("model.power", self.model.power, 1), ("train.epochs", self.train.epochs, 1),
+            ("model.d", self.model.d, 1), ("model.d_k", self.model.d_k, 1), ("model.power", self.model.power, 1),
+            ("train.epochs", self.train.epochs, 1),
             ("train.batch_size", self.train.batch_size, 0), ("train.members", self.train.members, 1),
             ("train.seed", self.train.seed, 0), ("snapshots.log_points", self.snapshots.log_points, 0),
             ("snapshots.every", self.snapshots.every, 1), ("analysis.probe_folds", self.analysis.probe_folds, 2),
-            ("analysis.probe_steps", self.analysis.probe_steps, 0), ("analysis.probe_restarts", self.analysis.probe_restarts, 1),
+            ("analysis.probe_steps", self.analysis.probe_steps, 0),
+            ("analysis.probe_restarts", self.analysis.probe_restarts, 1),
             ("train.momentum", self.train.momentum, 0), ("train.weight_decay", self.train.weight_decay, 0),
         ])
         check_positive([("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
                         ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol),
                         ("model.init.gamma", self.model.init.gamma),
                         *[(f"model.init.{name}", getattr(self.model.init, name))
-                          for name in ("embedding", "unembedding", "qk", "ov") if getattr(self.model.init, name) is not None]])
+                          for name in ("embedding", "unembedding", "qk", "ov")
+                          if getattr(self.model.init, name) is not None]])
         if self.train.optimizer == "flow":
             if self.train.batch_size != 0:
                 raise InputError(f"train.optimizer=flow integrates the full-batch gradient flow: train.batch_size must "
                                  f"be 0 (full batch), got {self.train.batch_size}")
             if self.train.momentum != 0:
-                raise InputError(f"train.optimizer=flow has no momentum: train.momentum must be 0, got {self.train.momentum}")
+                raise InputError(f"train.optimizer=flow has no momentum: train.momentum must be 0, "
+                                 f"got {self.train.momentum}")
         if self.model.activation == "poly" and not self.model.coeffs:
             raise InputError("model.coeffs must list at least one coefficient C_1 for activation 'poly'")
         return self
@@ -219,7 +227,7 @@ def parse_value(raw: str) -> Any:
 
 def apply_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:
     """Return a copy of ``cfg`` (a :class:`RunConfig` or another nested config dataclass with a
-    ``validate()`` method, e.g. :class:`ctxstair.lm.train.LMConfig`) with dotted overrides applied
+    ``validate()`` method, e.g. :class:`ctxstair.config.lm.LMConfig`) with dotted overrides applied
     and type-checked, then validated."""
     cfg = from_dict(to_dict(cfg), type(cfg))
     for key, value in overrides.items():
@@ -288,7 +296,9 @@ def _build(cls: type, data: Any, prefix: str):
 
 
 def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """Annotation of every field of the dataclass ``cls`` (class constants such as ``TIME_UNIT`` are not fields)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
 def _coerce(key: str, value: Any, kind: Any) -> Any:
@@ -323,22 +333,3 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
     if kind is Any:
         return value
     raise InputError(f"{key} must be of type {getattr(kind, '__name__', kind)}, got {value!r}")
-
-
-def check_minimum(items: list[tuple[str, float, float]]) -> None:
-    """InputError naming the first ``(key, value, low)`` whose value is below ``low``."""
-    for key, value, low in items:
-        if value < low:
-            raise InputError(f"{key} must be >= {low}, got {value}")
-
-
-def check_positive(items: list[tuple[str, float]]) -> None:
-    """InputError naming the first ``(key, value)`` whose value is not > 0 (NaN included)."""
-    for key, value in items:
-        if not value > 0:
-            raise InputError(f"{key} must be > 0, got {value}")
-
-
-def _choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise InputError(f"{key} must be one of {', '.join(allowed)}; got {value!r}")

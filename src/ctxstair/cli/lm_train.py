@@ -13,8 +13,8 @@ import argparse
 import os
 from pathlib import Path
 
-from ctxstair.config import apply_overrides, parse_overrides
 from ctxstair import numerics
+from ctxstair.config import apply_overrides, parse_overrides
 from ctxstair.devices import add_device_option, with_device
 
 
@@ -30,14 +30,16 @@ def register(commands) -> None:
     add_device_option(train)
     numerics.add_reproducible_option(train)
     mode = train.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration); start it if it does not exist yet")
+    mode.add_argument("--resume", action="store_true",
+                      help="continue an interrupted run (same configuration); start it if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
     train.set_defaults(handler=train_command)
 
 
 def train_command(args: argparse.Namespace) -> None:
     """Run ``lm-staircase`` with the command's overrides and print where the report is."""
-    from ctxstair.lm.train import LMConfig, torchrun_world, train_lm
+    from ctxstair.config.lm import LMConfig
+    from ctxstair.lm.train import torchrun_world, train_lm
     from ctxstair.recipes import run_recipe
 
     overrides = with_device(parse_overrides(args.overrides), args.device)

@@ -7,8 +7,9 @@ their headline numbers.
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
 command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
-and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M tokens, the cost of reproducible mode). ``benchmarks/`` is not part of the installed package,
-so the command needs a source checkout of the repository.
+and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M
+tokens, the cost of reproducible mode). ``benchmarks/`` is not part of the installed package, so
+the command needs a source checkout of the repository.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ctxstair.errors import InputError
 
 #: The repository's benchmark folder, found relative to ``src/ctxstair/``.
-BENCHMARK_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARK_DIR = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
 def _table(output: str) -> list[list[str]]:
@@ -101,7 +102,7 @@ def run_benchmark(name: str) -> str:
         raise InputError(f"no benchmark script {script}: `ctxstair bench` runs from a source checkout of the "
                          "repository (benchmarks/ is not installed with the package)")
     # The script imports ctxstair: make this copy of it importable whatever the install.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                                      os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     if done.returncode != 0:

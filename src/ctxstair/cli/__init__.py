@@ -6,7 +6,8 @@ partial output behind.
     ctxstair recipes                                       # the experiments and what they must show
     ctxstair run staircase-add --out runs/staircase-add [--set train.lr=1] [--seeds 4] [--resume | --force]
     ctxstair run staircase-add --seeds 32 --no-analysis    # train only: no snapshot files, analysis or report
-    ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]  # sweep.csv, phase diagrams
+    ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]
+                                                           # sweep.csv, phase diagrams
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
     ctxstair verify runs/staircase-add                     # every snapshot and checkpoint against its SHA-256
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
@@ -31,13 +32,11 @@ from ctxstair.devices import add_device_option, with_device
 from ctxstair.errors import InputError, RunFailed
 from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 
-
 #: Modules that add sub-commands: each has ``register(commands)``, which adds its parsers with
 #: ``set_defaults(handler=function)``; a handler takes the parsed arguments and raises InputError
 #: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
-COMMAND_MODULES: tuple[str, ...] = ("ctxstair.lm.train_commands", "ctxstair.lm.model_commands",
-                                     "ctxstair.lm.data_commands", "ctxstair.sweep.commands", "ctxstair.verify",
-                                     "ctxstair.bench_commands")
+COMMAND_MODULES: tuple[str, ...] = ("ctxstair.cli.lm_train", "ctxstair.cli.analyze_model", "ctxstair.cli.data",
+                                     "ctxstair.cli.sweep", "ctxstair.cli.verify", "ctxstair.cli.bench")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_option(run)
     numerics.add_reproducible_option(run)
     mode = run.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true", help="continue an interrupted run (same configuration); start it if it does not exist yet")
+    mode.add_argument("--resume", action="store_true",
+                      help="continue an interrupted run (same configuration); start it if it does not exist yet")
     mode.add_argument("--force", action="store_true", help="replace an existing run directory")
 
     report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory")
@@ -129,8 +129,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     from ctxstair.recipes import run_recipe
 
     out = args.out or Path("runs") / args.recipe
-    run_recipe(args.recipe, out, with_device(parse_overrides(args.overrides), args.device), seeds=args.seeds, resume=args.resume, force=args.force,
-               analysis=not args.no_analysis)
+    run_recipe(args.recipe, out, with_device(parse_overrides(args.overrides), args.device), seeds=args.seeds,
+               resume=args.resume, force=args.force, analysis=not args.no_analysis)
     print((f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
           + f" (peak memory {rundir.peak_rss_mib():.0f} MiB)")
 

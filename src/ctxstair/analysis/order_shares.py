@@ -1,0 +1,52 @@
+"""Order shares over training (SPEC §6.1): ``theory.csv`` of a CBOW run.
+
+For every snapshot, ensemble member and signature order m, the columns
+
+    member, epoch, order, norm, share, cosine_with_update, relative_residual
+
+of :func:`ctxstair.theory.shares.order_shares`: the order-m term of the label-driven gradient of the
+task tokens' embeddings against the actual update.
+
+    python -c "from ctxstair.analysis import analyse; analyse('runs/staircase-add', ['order_shares'])"
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+
+from ctxstair import rundir
+from ctxstair.io import atomic_write_text
+from ctxstair.run import Run
+from ctxstair.theory.shares import order_shares
+
+OUTPUT = "theory.csv"
+THEORY_COLUMNS = ("member", "epoch", "order", "norm", "share", "cosine_with_update", "relative_residual")
+
+
+def analyse(run: Run) -> None:
+    """Order shares at every snapshot of every member of a CBOW run; writes ``theory.csv``."""
+    cfg, dataset = run.config, run.dataset
+    rows = []
+    for epoch in run.snapshot_times():
+        snapshot = rundir.load_snapshot(run.path, epoch)
+        for member in range(snapshot["W_E"].shape[0]):
+            for row in order_shares(snapshot["W_E"][member], snapshot["W_U"][member], dataset.X, dataset.y,
+                                    dataset.tokens, cfg.model.activation, cfg.model.coeffs, cfg.model.power):
+                rows.append({"member": member, "epoch": epoch, **row})
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=THEORY_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()} for row in rows)
+    atomic_write_text(run.path / OUTPUT, buffer.getvalue())
+
+
+def read_order_shares(run_dir: str | Path) -> dict[str, np.ndarray]:
+    """``theory.csv`` as columns (ints for member/epoch/order, floats otherwise)."""
+    text = (Path(run_dir) / OUTPUT).read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return {key: np.array([(int if key in ("member", "epoch", "order") else float)(r[key]) for r in rows])
+            for key in THEORY_COLUMNS}

@@ -1,0 +1,137 @@
+"""Configuration of a language-model run (SPEC §5, §7, §10): corpus, model, training, snapshots and
+analysis as nested dataclasses, read and written like every config (:mod:`ctxstair.config`).
+
+    cfg = apply_overrides(LMConfig(), {"corpus.source": "shakespeare", "train.steps": 4000})
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+from ctxstair.checks import check_minimum, check_positive
+from ctxstair.devices import check_device_name
+from ctxstair.errors import InputError
+from ctxstair.models.decoder import DecoderConfig
+from ctxstair.models.decoder_hf import decoder_config_from_hf
+
+TOKENIZERS = ("bpe", "gpt2")
+
+
+@dataclass
+class CorpusConfig:
+    """Text and tokens (SPEC §7, §10): ``source`` as :func:`ctxstair.lm.corpus.load_text`
+    (``synthetic``, a fetched corpus name, or a path); a BPE of ``vocab_size`` trained on it or
+    GPT-2's vocabulary; windows of ``window`` tokens; at most ``max_tokens`` tokens (0: all)."""
+
+    source: str = "synthetic"
+    tokenizer: str = "bpe"
+    vocab_size: int = 1000
+    window: int = 64
+    max_tokens: int = 0
+
+
+@dataclass
+class LMModelConfig:
+    """The decoder of SPEC §5 at toy size (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096)
+    and its γ-init (SPEC §4; per-component γ default to ``gamma``). ``hf_config``, when set, is the
+    path of a Hugging Face Llama ``config.json`` (or its directory) whose sizes replace ``d_model``,
+    ``n_layers``, ``n_heads``, ``head_dim`` and ``d_mlp``
+    (:func:`~ctxstair.models.decoder_hf.decoder_config_from_hf`)."""
+
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    head_dim: int = 16
+    d_mlp: int = 256
+    gamma: float = 1.0
+    gamma_embedding: float | None = None
+    gamma_unembedding: float | None = None
+    gamma_qk: float | None = None
+    gamma_ov: float | None = None
+    gamma_mlp: float | None = None
+    hf_config: str = ""
+
+
+@dataclass
+class LMTrainConfig:
+    """AdamW (β = 0.9, 0.95) with warm-up over ``warmup`` of the steps and cosine decay to
+    ``final_lr_fraction`` of ``lr`` (SPEC §5: 3 % warm-up, 10 % final). ``batch_size`` is the global
+    batch, split evenly across data-parallel ranks. ``device``: ``auto`` (CUDA when present),
+    ``cpu``, ``cuda`` or ``cuda:N`` (issue 8 item 5)."""
+
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 3e-3
+    warmup: float = 0.03
+    final_lr_fraction: float = 0.1
+    weight_decay: float = 0.1
+    seed: int = 0
+    device: str = "auto"
+
+
+@dataclass
+class LMSnapshotConfig:
+    """Snapshot steps: ``log_points`` log-spaced steps up to ``every``, then every ``every`` steps."""
+
+    log_points: int = 24
+    every: int = 250
+
+
+@dataclass
+class LMAnalysisConfig:
+    """F7 measurements (SPEC §7): ``k`` eligible tokens, the probe's held-out token fraction and
+    steps, and how many windows the attention and path analyses read."""
+
+    enabled: bool = True
+    k: int = 200
+    heldout_fraction: float = 0.25
+    probe_steps: int = 300
+    windows: int = 128
+    seed: int = 0
+
+
+@dataclass
+class LMConfig:
+    """One language-model run: corpus, model, training, snapshots, analysis."""
+
+    #: What the trainer counts: snapshot names, metrics rows and checkpoints are keyed by step.
+    TIME_UNIT: ClassVar[str] = "step"
+
+    recipe: str = "lm-staircase"
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    model: LMModelConfig = field(default_factory=LMModelConfig)
+    train: LMTrainConfig = field(default_factory=LMTrainConfig)
+    snapshots: LMSnapshotConfig = field(default_factory=LMSnapshotConfig)
+    analysis: LMAnalysisConfig = field(default_factory=LMAnalysisConfig)
+
+    def validate(self) -> LMConfig:
+        """Check ranges and choices; return self or raise InputError naming the key."""
+        if self.corpus.tokenizer not in TOKENIZERS:
+            raise InputError(f"corpus.tokenizer must be one of {', '.join(TOKENIZERS)}; got {self.corpus.tokenizer!r}")
+        check_minimum([("corpus.vocab_size", self.corpus.vocab_size, 257), ("corpus.window", self.corpus.window, 2),
+                       ("corpus.max_tokens", self.corpus.max_tokens, 0), ("train.steps", self.train.steps, 1),
+                       ("train.batch_size", self.train.batch_size, 1), ("train.seed", self.train.seed, 0),
+                       ("snapshots.log_points", self.snapshots.log_points, 0),
+                       ("snapshots.every", self.snapshots.every, 1),
+                       ("analysis.k", self.analysis.k, 4), ("analysis.probe_steps", self.analysis.probe_steps, 0),
+                       ("analysis.windows", self.analysis.windows, 1)])
+        check_positive([("train.lr", self.train.lr), ("model.gamma", self.model.gamma)])
+        for key, value in [("train.warmup", self.train.warmup),
+                           ("train.final_lr_fraction", self.train.final_lr_fraction),
+                           ("analysis.heldout_fraction", self.analysis.heldout_fraction)]:
+            if not 0 <= value < 1:
+                raise InputError(f"{key} must be in [0, 1), got {value}")
+        check_device_name("train.device", self.train.device)
+        self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
+        return self
+
+    def decoder_config(self, vocab_size: int) -> DecoderConfig:
+        """The :class:`DecoderConfig` of this run for a tokenizer of ``vocab_size``."""
+        model = asdict(self.model)
+        hf_config = model.pop("hf_config")
+        settings = {"vocab_size": vocab_size, "max_seq_len": self.corpus.window, "seed": self.train.seed}
+        if hf_config:  # its sizes replace ours; the vocabulary, window, seed and γ's stay the run's
+            gammas = {key: value for key, value in model.items() if key.startswith("gamma")}
+            return decoder_config_from_hf(hf_config, **settings, **gammas)
+        return DecoderConfig(**settings, **model)

@@ -1,0 +1,54 @@
+"""A corpus as token windows (SPEC §7, §10): the tokenizer (a byte-level BPE trained on the text, or
+GPT-2's vocabulary), consecutive windows of ``corpus.window`` tokens, and the seeded held-out split.
+The language-model trainer and its analysis read the corpus through these functions, so both see
+the same windows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ctxstair.config.lm import CorpusConfig, LMConfig
+from ctxstair.errors import InputError
+from ctxstair.lm.corpus import load_text
+from ctxstair.lm.tokenizer import TextTokenizer
+
+
+def build_tokenizer(cfg: CorpusConfig, text: str) -> TextTokenizer:
+    """A byte-level BPE of ``cfg.vocab_size`` trained on ``text``, or GPT-2's vocabulary (SPEC §10)."""
+    return TextTokenizer.gpt2() if cfg.tokenizer == "gpt2" else TextTokenizer.train_bpe(text, cfg.vocab_size)
+
+
+def make_windows(ids: np.ndarray, window: int) -> np.ndarray:
+    """Consecutive non-overlapping windows (n, window) of a token stream (the tail is dropped)."""
+    n = len(ids) // window
+    if n < 2:
+        raise InputError(f"the corpus has {len(ids)} tokens: fewer than two windows of {window}")
+    return np.ascontiguousarray(ids[: n * window].reshape(n, window))
+
+
+def split_windows(windows: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) windows: a seeded 5 % (at least one window) is held out for the val loss."""
+    order = np.random.default_rng(seed).permutation(len(windows))
+    n_val = max(1, len(windows) // 20)
+    return windows[np.sort(order[n_val:])], windows[np.sort(order[:n_val])]
+
+
+def read_tokenizer(out: str | Path) -> TextTokenizer:
+    """The tokenizer saved in an LM run directory (``tokenizer.json``)."""
+    return TextTokenizer.load(Path(out) / "tokenizer.json")
+
+
+def corpus_windows(cfg: LMConfig, out: Path | None = None) -> tuple[TextTokenizer, np.ndarray]:
+    """Tokenizer and all windows (n, T) of the run's corpus; the tokenizer is read from ``out``
+    when the run directory has one (so a resumed or analysed run uses the same vocabulary)."""
+    text = load_text(cfg.corpus.source)
+    saved = out / "tokenizer.json" if out is not None else None
+    tokenizer = read_tokenizer(out) if saved is not None and saved.is_file() else build_tokenizer(cfg.corpus, text)
+    ids = tokenizer.encode(text, max_tokens=cfg.corpus.max_tokens or None)
+    try:
+        return tokenizer, make_windows(ids, cfg.corpus.window)
+    except InputError as error:
+        raise InputError(f"corpus {cfg.corpus.source!r}: {error} (corpus.window={cfg.corpus.window})") from None

@@ -1,0 +1,49 @@
+"""Figure of ``higher-orders`` (SPEC §8 row C): alignment with orders 0, 1 and 2 over training, with
+loss and accuracy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ctxstair import rundir
+from ctxstair.analysis.order2 import read_order2
+from ctxstair.report import measures as ms
+from ctxstair.report.figures import plt
+from ctxstair.report.run_figures import PALETTE, draw_aggregate
+
+
+def orders_figure(run: Path) -> plt.Figure:
+    table, extra = rundir.read_alignment(run), read_order2(run)
+    members = ms.members(run)
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 7.0), layout="constrained", height_ratios=(3, 2))
+    series = [(table, "order0", "one_minus_mse", "order 0: 1 − MSE with $S^{(0)}$ (Pearson undefined)"),
+              (table, "order1_probe", "pearson", "order 1: probe, held-out Pearson"),
+              (extra, "order1_flat", "pearson", "order 1: flattened $S^{sig,(1)}$ (two blocks), Pearson"),
+              (extra, "order2_probe", "pearson",
+               "order 2: probe $\\varphi^{y;2} \\times_2 v_1 \\times_3 v_2$, held-out Pearson")]
+    for j, (source, name, column, label) in enumerate(series):
+        curves = [rundir.alignment_series(source, name, m, column) for m in members]
+        if any(np.isfinite(c[1][c[0] >= 1]).any() for c in curves):
+            draw_aggregate(top, curves, label, dict(color=PALETTE[j], linestyle=("-", "--", "-.", ":")[j]))
+        else:
+            top.plot([], [], color=PALETTE[j], label=label + ": undefined at every snapshot")
+    top.axhline(0.0, color="0.6", lw=0.8)
+    top.set_xscale("log")
+    top.set_ylabel("alignment of $S^{emb}(t)$ with the signature geometry")
+    top.legend(fontsize=8, loc="lower left")
+    top.grid(True, alpha=0.3)
+    acc_ax = bottom.twinx()
+    draw_aggregate(bottom, [ms.metric_series(run, m, "loss") for m in members], "training loss", dict(color="#000000"))
+    draw_aggregate(acc_ax, [ms.metric_series(run, m, "acc") for m in members], "training accuracy",
+                    dict(color=PALETTE[4], linestyle="--"))
+    bottom.set_ylabel("training loss (cross-entropy, nats)")
+    acc_ax.set_ylabel("training accuracy (fraction)")
+    acc_ax.set_ylim(-0.02, 1.02)
+    bottom.set_xlabel("epoch (log scale; epoch 0 not shown)")
+    bottom.grid(True, alpha=0.3)
+    fig.legend(*[sum(x, []) for x in zip(bottom.get_legend_handles_labels(), acc_ax.get_legend_handles_labels())],
+               loc="lower right", fontsize=8)
+    fig.suptitle(f"Row C: several higher orders (mean over {len(members)} seed(s), band: min–max)")
+    return fig

@@ -1,0 +1,234 @@
+"""A run directory as one object: the contract of ``docs/run-directory.md`` for trainers and analyses.
+
+Both trainers — the ensemble engine (:mod:`ctxstair.train.engine`) and the language-model trainer
+(:mod:`ctxstair.lm.train`) — create, resume and fill their run directory through :class:`Run`, and
+every per-run analysis (:mod:`ctxstair.analysis`) reads it through :class:`Run`. So there is one
+way to start or resume a directory, one checkpoint format, one snapshot naming, one metrics file,
+one divergence record and one way to rebuild a trained model::
+
+    run = Run("runs/staircase-add")
+    run.config, run.dataset, run.snapshot_times()      # RunConfig, Dataset, [0, 1, 2, ..., 3000]
+    model = run.model_at(100)                           # the ensemble with its weights at epoch 100
+
+Time is counted in the trainer's unit, ``run.time_unit``: ``epoch`` for ensembles, ``step`` for
+language models. It names the snapshots (``snapshots/<unit>_<t:08d>.safetensors``), keys the
+metrics rows and the checkpoint. The file formats themselves are in :mod:`ctxstair.rundir` (numpy
+only, for reports and notebooks).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+from ctxstair import rundir, tasks
+from ctxstair.config import Config, RunConfig, dump_yaml, load_yaml
+from ctxstair.config.lm import LMConfig
+from ctxstair.errors import InputError, TrainingDiverged
+from ctxstair.integrity import check_digest, digest
+from ctxstair.io import atomic_write_bytes, atomic_write_text, fresh_output_dir, remove_stale_temporaries
+from ctxstair.models import DecoderLM, build_ensemble
+from ctxstair.signatures import SignatureHierarchy
+from ctxstair.tasks import Dataset
+
+CHECKPOINT_DIR = "checkpoint"
+
+
+def config_class(data: dict) -> type:
+    """The config class of a parsed ``config.yaml``: a language-model run has a ``corpus`` section."""
+    return LMConfig if isinstance(data, dict) and "corpus" in data else RunConfig
+
+
+class Run:
+    """The run directory at ``path`` (see the module docstring)."""
+
+    def __init__(self, path: str | Path, config: Config | None = None):
+        """``config``: the run's configuration when the caller has it already (a trainer); otherwise
+        it is read from ``config.yaml`` on first use."""
+        self.path = Path(path)
+        if config is not None:
+            self.__dict__["config"] = config
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ identity
+
+    @cached_property
+    def config(self) -> Config:
+        """The resolved configuration saved in ``config.yaml`` (:class:`RunConfig` or :class:`LMConfig`)."""
+        path = self.path / "config.yaml"
+        if not path.is_file():
+            raise InputError(f"{self.path} is not a ctxstair run directory (no config.yaml)")
+        text = path.read_text()
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None  # load_yaml reports it
+        return load_yaml(text, config_class(data))
+
+    @property
+    def time_unit(self) -> str:
+        """``epoch`` (ensemble runs) or ``step`` (language-model runs)."""
+        return type(self.config).TIME_UNIT
+
+    @cached_property
+    def dataset(self) -> Dataset:
+        """The task's dataset of an ensemble run, built once from ``task.name`` and ``task.params``."""
+        return tasks.make(self.config.task.name, **self.config.task.params)
+
+    @cached_property
+    def signatures(self) -> SignatureHierarchy:
+        """``signatures.npz`` of an ensemble run (:func:`ctxstair.rundir.read_signatures`)."""
+        return rundir.read_signatures(self.path)
+
+    # ------------------------------------------------------------------ creating and resuming
+
+    def open(self, resume: bool, force: bool, write_files: Callable[[Path], None]) -> bool:
+        """Make the directory ready for its trainer; return whether an existing run is continued.
+
+        ``resume`` of an existing directory checks that its ``config.yaml`` is this run's and clears
+        temporaries left by a kill; ``resume`` of a directory that does not exist starts the run, so a
+        job script can always pass ``--resume``. Otherwise a new directory appears whole:
+        ``write_files(staging)`` adds the trainer's files next to ``config.yaml`` under a temporary
+        name, renamed when complete. InputError, before anything is written, for an existing
+        directory without ``resume`` or ``force``."""
+        if resume and self.path.exists():
+            if not (self.path / "config.yaml").is_file():
+                raise InputError(f"cannot resume {self.path}: no run there (config.yaml missing)")
+            if load_yaml((self.path / "config.yaml").read_text(), type(self.config)) != self.config:
+                raise InputError(f"cannot resume {self.path}: its config.yaml differs from the requested configuration")
+            remove_stale_temporaries(self.path)
+            return True
+        if self.path.exists() and not force:
+            raise InputError(f"run directory {self.path} already exists; "
+                             "use --resume to continue it or --force to replace it")
+        with fresh_output_dir(self.path, force=force) as staging:
+            write_files(staging)
+            atomic_write_text(staging / "config.yaml", dump_yaml(self.config))
+        return False
+
+    def finish(self, seconds: float) -> None:
+        """Close a completed training: drop the checkpoint (its commit point first) and write
+        ``resources.json`` (peak memory, the seconds of this session, the numerics set-up)."""
+        self.clear_checkpoint()
+        rundir.write_resources(self.path, seconds)
+
+    def diverged(self, message: str, details: dict, rows: list[dict]) -> TrainingDiverged:
+        """Record a diverged training: keep the metrics so far, write ``failure.json`` (``reason``,
+        ``details``, ``message``) and drop the checkpoint, since resuming would diverge again.
+        Returns the exception for the trainer to raise."""
+        rundir.write_metrics(self.path, rows)
+        rundir.write_json(self.path, "failure.json", {"reason": "diverged", **details, "message": message})
+        self.clear_checkpoint()
+        return TrainingDiverged(message, self.path)
+
+    # ------------------------------------------------------------------ metrics and snapshots
+
+    def metric_rows(self) -> list[dict]:
+        """The rows of ``metrics.jsonl`` (:func:`ctxstair.rundir.read_metric_rows`)."""
+        return rundir.read_metric_rows(self.path)
+
+    def write_metrics(self, rows: list[dict]) -> None:
+        """Replace ``metrics.jsonl`` with ``rows``, atomically."""
+        rundir.write_metrics(self.path, rows)
+
+    def snapshot_times(self) -> list[int]:
+        """Times (in :attr:`time_unit`) that have a snapshot, ascending."""
+        return rundir.snapshot_times(self.path)
+
+    def save_snapshot(self, t: int, model: torch.nn.Module) -> None:
+        """Write the model's whole state at time ``t`` (CPU copies, verified by SHA-256)."""
+        rundir.save_snapshot(self.path, t, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()},
+                             self.time_unit)
+
+    def snapshot(self, t: int) -> dict[str, torch.Tensor]:
+        """The state (name -> tensor) saved at time ``t``, checked against its SHA-256."""
+        return {k: torch.from_numpy(v) for k, v in rundir.load_snapshot(self.path, t).items()}
+
+    def model_at(self, t: int, dtype: torch.dtype | None = None) -> torch.nn.Module:
+        """The run's model (ensemble or decoder) with the weights of the snapshot at time ``t``,
+        in ``dtype`` when given (analyses of language models use float64)."""
+        state = self.snapshot(t)
+        if isinstance(self.config, LMConfig):  # the vocabulary is the tokenizer's, the rows of W_E
+            model = DecoderLM(self.config.decoder_config(vocab_size=state["W_E"].shape[0]))
+        else:
+            model = build_ensemble(self.config, self.dataset)
+        if dtype is not None:
+            model = model.to(dtype)
+        model.load_state_dict({k: v.to(dtype) if dtype is not None else v for k, v in state.items()})
+        return model
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def has_checkpoint(self) -> bool:
+        """Whether the directory holds a resumable state."""
+        return (self.path / CHECKPOINT_DIR / "state.json").is_file()
+
+    def save_checkpoint(self, t: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                        generator: torch.Generator) -> None:
+        """Save the state at the start of time ``t``: parameters, the optimizer's tensors (None: a
+        stateless update such as the exact gradient flow) and the batch generator, as one safetensors
+        file, then ``checkpoint/state.json`` (``{<unit>: t, "tensors": file, "sha256": ...}``) last:
+        the commit point. An interruption at any moment leaves the previous or the new state valid."""
+        folder = self.path / CHECKPOINT_DIR
+        tensors = {f"param.{name}": p.detach().cpu().clone() for name, p in model.named_parameters()}
+        for pid, state in (optimizer.state_dict()["state"] if optimizer is not None else {}).items():
+            for key, value in state.items():
+                if isinstance(value, torch.Tensor):
+                    tensors[f"optim.{pid}.{key}"] = value.detach().cpu().clone()
+        tensors["rng"] = generator.get_state()
+        name, data = f"state-{t:08d}.safetensors", save_tensors(tensors)
+        atomic_write_bytes(folder / name, data)
+        atomic_write_text(folder / "state.json",
+                          json.dumps({self.time_unit: t, "tensors": name, "sha256": digest(data)}) + "\n")
+        for old in folder.glob("state-*.safetensors"):
+            if old.name != name:
+                old.unlink()
+
+    def load_checkpoint(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+                        generator: torch.Generator) -> int:
+        """Restore the saved state into the given objects (tensors copied onto their devices);
+        return the time to continue from. InputError naming the file when it is missing, does not
+        match its SHA-256 or is not a safetensors file."""
+        folder = self.path / CHECKPOINT_DIR
+        try:
+            info = json.loads((folder / "state.json").read_text())
+            path = folder / info["tensors"]
+            if path.resolve().parent != folder.resolve():
+                raise ValueError(f"it names {info['tensors']!r}, outside the checkpoint folder")
+            data = path.read_bytes()
+            t = int(info[self.time_unit])
+        except (OSError, KeyError, TypeError, ValueError) as error:
+            raise InputError(f"cannot resume {self.path}: its checkpoint is missing or unreadable ({error})") from None
+        if "sha256" in info:  # checkpoints written before hashes were recorded have none
+            check_digest(path, data, info["sha256"])
+        try:
+            tensors = load_tensors(data)
+        except Exception as error:  # safetensors raises its own error types for corrupt files
+            raise InputError(f"cannot resume {self.path}: {path} is unreadable ({error})") from None
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(tensors[f"param.{name}"])
+        if optimizer is not None:
+            state = optimizer.state_dict()
+            for key, value in tensors.items():
+                if key.startswith("optim."):
+                    _, pid, field = key.split(".", 2)
+                    state["state"].setdefault(int(pid), {})[field] = value
+            optimizer.load_state_dict(state)
+        generator.set_state(tensors["rng"])
+        return t
+
+    def clear_checkpoint(self) -> None:
+        """Remove the checkpoint, its commit point (``state.json``) first."""
+        (self.path / CHECKPOINT_DIR / "state.json").unlink(missing_ok=True)
+        shutil.rmtree(self.path / CHECKPOINT_DIR, ignore_errors=True)
