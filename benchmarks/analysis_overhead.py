@@ -1,4 +1,4 @@
-"""What the analysis costs next to training (issue 8 item 2): `staircase-add` at its defaults.
+"""What the analysis costs next to training: `staircase-add` at its defaults.
 
     python benchmarks/analysis_overhead.py   # about 1-2 min on 2 cores; prints a Markdown table
 
@@ -14,7 +14,7 @@ trainings as the best of 2 runs, the analysis steps once):
 * the recipe's order-shares analysis (``order_shares``, ``theory.csv``);
 * the report (:func:`ctxstair.recipes.write_recipe_report`: summary, figures, report.html).
 
-The headline overhead is what issue 8 item 2 names — snapshots + alignment + probe — as a fraction
+The headline overhead is snapshots + alignment + probe, as a fraction
 of the reference training time (target at most 15 %); the total with the order shares and the
 report is printed next to it. The first Adam optimizer of a process imports ``torch._dynamo``
 (≈ 1.2 s here); staircase-add trains with plain gradient descent, so the probe's Adam pays for it

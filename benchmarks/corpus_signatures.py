@@ -1,4 +1,4 @@
-"""Time the corpus-scale signatures at the size of issue 6 (item 4): 5 M tokens.
+"""Time the corpus-scale signatures at the reference size: 5 M tokens.
 
     python benchmarks/corpus_signatures.py        # prints a Markdown table; numbers go to RESULTS.md
 

@@ -1,4 +1,4 @@
-"""Ensemble training at speed (issue 8 item 1): K CBOW models trained one by one with a plain
+"""Ensemble training at speed: K CBOW models trained one by one with a plain
 PyTorch loop against the engine's batched ensemble, and both against the machine's matmul rate.
 
     python benchmarks/ensemble.py                       # K = 32: staircase-add settings, then small models

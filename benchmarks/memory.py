@@ -1,4 +1,4 @@
-"""Peak memory of the corpus signatures on 5 M, 20 M and 50 M tokens (issue 9 item 6).
+"""Peak memory of the corpus signatures on 5 M, 20 M and 50 M tokens.
 
     python benchmarks/memory.py        # ≈ 1 min on 2 cores; prints a Markdown table for RESULTS.md
 

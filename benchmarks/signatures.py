@@ -1,4 +1,4 @@
-"""Time the vectorised signature estimator on the two reference workloads of issue 2.
+"""Time the vectorised signature estimator on its two reference workloads.
 
     python benchmarks/signatures.py        # prints a Markdown table; numbers go to RESULTS.md
 

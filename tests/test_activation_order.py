@@ -1,4 +1,4 @@
-"""The activation-order recipe (issue 7; SPEC §6.2 reachability, §8 F4): σ = z^K on y = 1 + (Σ x_i) mod N
+"""The activation-order recipe (SPEC §6.2 reachability, §8 F4): σ = z^K on y = 1 + (Σ x_i) mod N
 is learned iff K ≥ L. A seconds-long version (N = 6, 200 epochs, one seed) runs every cell."""
 
 import json

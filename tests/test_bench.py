@@ -1,4 +1,4 @@
-"""``ctxstair bench`` (issue 8 item 6): the headline table, one real benchmark, and the error
+"""``ctxstair bench``: the headline table, one real benchmark, and the error
 outside a source checkout."""
 
 import pytest

@@ -126,7 +126,7 @@ def test_run_unknown_recipe_exits_2(tmp_path, capsys):
 
 
 def test_run_resume_of_a_missing_directory_starts_the_run(tmp_path, capsys):
-    """A job script may always pass --resume (issue 9 item 1): with nothing there it starts the run,
+    """A job script may always pass --resume: with nothing there it starts the run,
     which ends exactly like a run started without --resume; a foreign directory is still refused."""
     small = ["--set", "task.N=5", "--set", "model.d=8", "--set", "train.epochs=20", "--set", "snapshots.every=10",
              "--set", "analysis.probe_steps=5"]

@@ -209,7 +209,7 @@ def test_prefix_signature_refuses_bad_input(windows, tokens, needle):
 
 def test_counting_in_pieces_changes_nothing(monkeypatch, tmp_path):
     """NextTokenCounts.add, next_token_occurrence and prefix_signature check and count their windows
-    piece by piece (issue 9 item 6): pieces of 7 tokens give the one-piece results exactly, also from
+    piece by piece: pieces of 7 tokens give the one-piece results exactly, also from
     an int32 np.memmap on disk."""
     from ctxstair.signatures import next_token
 

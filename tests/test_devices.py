@@ -1,4 +1,4 @@
-"""Device choice (issue 8 item 5): `train.device` names, CUDA refused where there is none (before
+"""Device choice: `train.device` names, CUDA refused where there is none (before
 anything is written), cuda:LOCAL_RANK under torchrun — with CUDA's presence simulated both ways."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Exact gradient flow (issue 8; SPEC §5 "Training"): ``train.optimizer=flow`` in the engine, its
+"""Exact gradient flow (SPEC §5 "Training"): ``train.optimizer=flow`` in the engine, its
 configuration checks, resume semantics, and the distance between gradient descent and the flow."""
 
 import json

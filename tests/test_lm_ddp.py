@@ -1,4 +1,4 @@
-"""Data-parallel language-model training (issue 8 item 4) and the device choice (item 5): two CPU
+"""Data-parallel language-model training and the device choice (item 5): two CPU
 processes under torchrun (gloo) reproduce the single-process run — loss curve, snapshot steps,
 weights — within float32 rounding; resume under torchrun; bad device and batch settings exit 2."""
 

@@ -1,4 +1,4 @@
-"""The recipes of issue 7 on what signatures do for learning: ``signature-embeddings`` (SPEC §8 F8b),
+"""The recipes on what signatures do for learning: ``signature-embeddings`` (SPEC §8 F8b),
 ``minmax`` (S72) and ``higher-orders`` (row C), at reduced settings read back from their files;
 full-size runs are marked slow."""
 

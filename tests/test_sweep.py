@@ -1,4 +1,4 @@
-"""`ctxstair sweep` (issue 8 item 3): grid parsing, a local sweep equal to the runs it stands for,
+"""`ctxstair sweep`: grid parsing, a local sweep equal to the runs it stands for,
 resume, the Ray backend on a local Ray instance, and bad input (exit 2, nothing written)."""
 
 import csv

@@ -112,7 +112,7 @@ def test_gpt2_needs_the_fetch_then_reads_the_wheel_files(tmp_path, monkeypatch, 
 def test_long_texts_are_encoded_piecewise_with_the_ids_of_one_call(monkeypatch):
     """Byte-level BPE: pieces cut after a newline between two non-space characters give exactly the
     ids of one call (lines separated by blank lines, CRLF, tabs, trailing and leading spaces, and
-    non-ASCII text), and max_tokens stops early with the same first ids (issue 9 item 6)."""
+    non-ASCII text), and max_tokens stops early with the same first ids."""
     from ctxstair.lm import tokenizer as tokenizer_module
 
     lines = corpus.load_text("synthetic")[:60_000].split("\n")

@@ -1,4 +1,4 @@
-"""The training engine (issue 3): snapshot schedule, run directory, determinism, interruption and
+"""The training engine: snapshot schedule, run directory, determinism, interruption and
 resume, refusal of existing directories, ensembles, and the loss at small initialization."""
 
 import csv
@@ -358,7 +358,7 @@ def test_initial_loss_is_ln_V_and_training_decreases_it(tmp_path):
     assert abs(metric_rows(big)[0]["loss"] - math.log(V)) > 0.05
 
 
-# ---------------------------------------------------------------- training without snapshot files (issue 8 item 1)
+# ---------------------------------------------------------------- training without snapshot files
 
 @pytest.mark.parametrize("stop", [8, 33])
 def test_no_snapshot_run_resumes_bitwise_and_writes_no_snapshots(tmp_path, reference, stop):

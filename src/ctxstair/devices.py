@@ -1,4 +1,4 @@
-"""Which torch device a run trains on (issue 8 item 5): ``auto`` (CUDA when present), ``cpu``,
+"""Which torch device a run trains on: ``auto`` (CUDA when present), ``cpu``,
 ``cuda`` or ``cuda:N``. Shared by the ensemble engine (``train.device``, ``ctxstair run --device``)
 and the language-model trainer, where under torchrun each process takes ``cuda:LOCAL_RANK``."""
 

@@ -20,4 +20,4 @@ class RunFailed(RuntimeError):
 
 
 class TrainingDiverged(RunFailed):
-    """The loss or a parameter became NaN or infinite (issue 9 item 4)."""
+    """The loss or a parameter became NaN or infinite."""

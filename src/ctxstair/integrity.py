@@ -1,4 +1,4 @@
-"""Verified artefacts (issue 9 item 2): SHA-256 manifests of snapshot folders and checkpoints.
+"""Verified artefacts: SHA-256 manifests of snapshot folders and checkpoints.
 
 A folder of snapshots keeps ``manifest.json``, ``{"algorithm": "sha256", "files": {name: hex}}``.
 :func:`write_verified` writes a file atomically and then records its hash (so a file without an

@@ -74,7 +74,7 @@ def load_snapshot(run_dir: str | os.PathLike, t: int) -> dict[str, np.ndarray]:
 
 def check_snapshot_progress(run_dir: str | os.PathLike) -> None:
     """InputError if two neighbouring snapshots are byte-identical although training moved between
-    them, i.e. the writer is stuck (issue 9 item 2). Training moved when the logged full-batch loss
+    them, i.e. the writer is stuck. Training moved when the logged full-batch loss
     changed (ensembles: ``epoch`` rows) or when some step between them had a learning rate above
     zero (language models: ``step`` rows; AdamW then moves every weight)."""
     files = _snapshot_files(run_dir)
@@ -206,7 +206,7 @@ def peak_rss_mib() -> float:
 def write_resources(run_dir: str | os.PathLike, seconds: float) -> None:
     """Write ``resources.json``: the process's peak resident memory (MiB) and the seconds this
     training session took (after a resume, the resumed part only). Machine-dependent, so it is the
-    one file of a run directory that differs between identical runs (issue 9 item 6). ``numerics``
+    one file of a run directory that differs between identical runs. ``numerics``
     records the floating-point set-up the numbers were computed with (:func:`ctxstair.numerics.settings`)."""
     write_json(run_dir, "resources.json", {"peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(seconds, 3),
                                            "numerics": numerics.settings()})

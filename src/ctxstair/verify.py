@@ -1,4 +1,4 @@
-"""``ctxstair verify DIR`` (issue 9 item 2): check every stored artefact of a run, recipe or sweep
+"""``ctxstair verify DIR``: check every stored artefact of a run, recipe or sweep
 directory against its SHA-256 without loading anything into a model.
 
     ctxstair verify runs/staircase-add        # "ok: 1 run, 46 snapshots, 0 checkpoints verified"

@@ -1,4 +1,4 @@
-"""Numerical faults (issue 9 item 4): a NaN or Inf in the loss or the parameters stops the run with
+"""Numerical faults: a NaN or Inf in the loss or the parameters stops the run with
 one line naming the epoch (or step), the member and tensor, and the likely cause; what was written
 up to then is kept, `failure.json` says why, and the report is marked as failed."""
 

@@ -1,4 +1,4 @@
-"""Artefact integrity (issue 9 item 2): SHA-256 manifests of snapshots and checkpoints, checked on
+"""Artefact integrity: SHA-256 manifests of snapshots and checkpoints, checked on
 every load and by `ctxstair verify`; corrupted, truncated, uncommitted and stuck-writer files are
 caught with a message naming the file."""
 
@@ -150,7 +150,7 @@ def test_language_model_snapshots_and_checkpoints_are_verified(tmp_path, capsys)
     with pytest.raises(KeyboardInterrupt):
         train_lm(cfg, tmp_path / "resumable", hook=stop_at_15)
     state = json.loads((tmp_path / "resumable" / "checkpoint" / "state.json").read_text())
-    checkpoint = tmp_path / "resumable" / "checkpoint" / state["file"]
+    checkpoint = tmp_path / "resumable" / "checkpoint" / state["tensors"]
     checkpoint.write_bytes(checkpoint.read_bytes()[:100])
     with pytest.raises(InputError, match="corrupted or truncated"):
         train_lm(cfg, tmp_path / "resumable", resume=True)

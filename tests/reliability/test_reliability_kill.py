@@ -1,4 +1,4 @@
-"""Kill safety (issue 9 item 1): SIGKILL at twelve moments of `ctxstair run`, `ctxstair lm train`
+"""Kill safety: SIGKILL at twelve moments of `ctxstair run`, `ctxstair lm train`
 and `ctxstair sweep`, each followed by the same command with `--resume`, ends with exactly the files
 of an uninterrupted run; after every kill, each visible file is complete.
 

@@ -1,4 +1,4 @@
-"""Safe loading (issue 9 item 3): what ctxstair reads back is safetensors, JSON, CSV, YAML (safe) or
+"""Safe loading: what ctxstair reads back is safetensors, JSON, CSV, YAML (safe) or
 npz without pickle; ``torch.load`` only with ``weights_only=True``; a user-supplied pickle is never
 unpickled and no code of a model folder runs.
 

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dotted config override, repeatable (e.g. --set train.lr=0.5 --set task.N=20)")
     run.add_argument("--seeds", type=int, default=None, help="ensemble members with seeds seed..seed+K-1")
     run.add_argument("--no-analysis", action="store_true",
-                     help="train only: no snapshot files, alignment analysis or report (issue 8 item 1)")
+                     help="train only: no snapshot files, alignment analysis or report")
     add_device_option(run)
     numerics.add_reproducible_option(run)
     mode = run.add_mutually_exclusive_group()

@@ -1,4 +1,4 @@
-"""``ctxstair bench`` (issue 8 item 6): run the scripts of ``benchmarks/`` and print one table of
+"""``ctxstair bench``: run the scripts of ``benchmarks/`` and print one table of
 their headline numbers.
 
     ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, memory,
@@ -44,7 +44,7 @@ def _medians(output: str) -> list[tuple[str, str]]:
 
 def _ensemble(output: str) -> list[tuple[str, str]]:
     """Speed-up, its upper bound and the matmul fraction of the engine for each setting of
-    ``benchmarks/ensemble.py``; issue 8's targets belong to the staircase-add setting."""
+    ``benchmarks/ensemble.py``; the targets belong to the staircase-add setting."""
     rows = []
     for section in re.split(r"^(?=\S.*: K = \d+,)", output, flags=re.M)[1:]:
         setting = section.split(": K = ")[0]

@@ -2,7 +2,7 @@
 recipe, SPEC §7).
 
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare --set train.steps=4000
-    torchrun --nproc_per_node=2 -m ctxstair lm train --out runs/lm     # data-parallel (issue 8 item 4)
+    torchrun --nproc_per_node=2 -m ctxstair lm train --out runs/lm     # data-parallel
 
 Under torchrun rank 0 trains, analyses and reports; the other ranks only train (they write nothing).
 """

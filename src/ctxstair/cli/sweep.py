@@ -1,4 +1,4 @@
-"""``ctxstair sweep`` (issue 8 item 3): a recipe over a grid of overrides, merged into one table.
+"""``ctxstair sweep``: a recipe over a grid of overrides, merged into one table.
 
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --grid model.d=64,128 --seeds 4 --out runs/sweep
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1 --backend ray        # Ray (pip install 'ctxstair[ray]')

@@ -94,7 +94,7 @@ class TrainConfig:
     ``flow_atol``); "epoch" e then means flow time t = e·lr, so that gradient descent with step
     lr approximates the flow at the same epoch. It needs the full batch and no momentum.
 
-    ``device``: ``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N`` (issue 8 item 5).
+    ``device``: ``auto`` (CUDA when present), ``cpu``, ``cuda`` or ``cuda:N``.
     Bitwise reproducibility under a seed holds on the CPU; on a GPU runs agree to float rounding.
     """
 
@@ -116,8 +116,8 @@ class TrainConfig:
 @dataclass
 class SnapshotConfig:
     """Snapshot schedule: ``log_points`` log-spaced epochs up to ``every``, then every ``every`` epochs
-    (epoch 0 and the last epoch always included). ``save=False`` (``ctxstair run --no-analysis``,
-    issue 8 item 1) writes no ``snapshots/*.safetensors``; resume checkpoints keep the schedule."""
+    (epoch 0 and the last epoch always included). ``save=False`` (``ctxstair run --no-analysis``)
+    writes no ``snapshots/*.safetensors``; resume checkpoints keep the schedule."""
 
     log_points: int = 16
     every: int = 100

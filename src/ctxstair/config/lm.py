@@ -58,7 +58,7 @@ class LMTrainConfig:
     """AdamW (β = 0.9, 0.95) with warm-up over ``warmup`` of the steps and cosine decay to
     ``final_lr_fraction`` of ``lr`` (SPEC §5: 3 % warm-up, 10 % final). ``batch_size`` is the global
     batch, split evenly across data-parallel ranks. ``device``: ``auto`` (CUDA when present),
-    ``cpu``, ``cuda`` or ``cuda:N`` (issue 8 item 5)."""
+    ``cpu``, ``cuda`` or ``cuda:N``."""
 
     steps: int = 2000
     batch_size: int = 32

@@ -16,7 +16,7 @@
 :func:`analyze_model` tokenises a corpus with the model's tokenizer and computes, per checkpoint,
 ρ_next and the held-out prefix probe next to its shuffled baseline (:mod:`ctxstair.lm.analysis`).
 Nothing is downloaded: every load is local. Nothing is unpickled and no code of the model folder
-runs (issue 9 item 3): weights are read from safetensors only — a folder holding only pickled
+runs: weights are read from safetensors only — a folder holding only pickled
 weights (``pytorch_model.bin``...) is refused before ``transformers`` sees it — and
 ``trust_remote_code`` is always False, so a folder whose config names custom code is refused.
 """

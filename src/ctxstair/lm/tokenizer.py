@@ -130,7 +130,7 @@ class TextTokenizer:
         no normaliser: its pre-tokenizer always ends a piece of text there, so the ids are those of
         one call (checked by the tests), while the tokenizer's per-token objects (hundreds of bytes
         each) exist for one piece at a time and encoding stops once ``max_tokens`` are reached
-        (issue 9 item 6). Other tokenizers (SentencePiece-style, with a normaliser) encode the
+       . Other tokenizers (SentencePiece-style, with a normaliser) encode the
         whole text in one call."""
         if not self._splits_at_newlines:
             ids = np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)

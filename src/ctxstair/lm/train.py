@@ -15,7 +15,7 @@ The run directory is a :class:`~ctxstair.run.Run` like every other: the same cre
 checkpoint format, snapshot naming (``snapshots/step_<t:08d>.safetensors``), metrics file and
 divergence record as the ensemble engine.
 
-Devices and data parallelism (issue 8, items 4 and 5): the model, batches and held-out loss live on
+Devices and data parallelism: the model, batches and held-out loss live on
 ``train.device`` (``auto``: CUDA when present); files are written from CPU copies and the batch
 generator stays on the CPU, so the data order does not depend on the device. Started by
 ``torchrun --nproc_per_node=N`` the run is data-parallel (DDP): every rank draws the same global
@@ -137,7 +137,7 @@ def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: boo
 
     ``resume`` continues an interrupted run (same config required; a completed run is left as is).
     ``hook(step)`` is called before every step (tests use it to interrupt a run). Under torchrun
-    every process calls this; only rank 0 writes files (issue 8 item 4)."""
+    every process calls this; only rank 0 writes files."""
     out = Path(out)
     cfg = cfg.validate()
     with data_parallel(cfg.train) as ranks:
@@ -211,7 +211,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
 def _divergence(run: Run, model: DecoderLM, step: int, rows: list[dict], lead: bool) -> Exception:
     """The TrainingDiverged of a non-finite loss at ``step``, recorded by rank 0
     (:meth:`ctxstair.run.Run.diverged`): it names the step, the non-finite tensors and the likely
-    cause (issue 9 item 4)."""
+    cause."""
     lr = run.config.train.lr
     tensors = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
     losses = [r["loss"] for r in rows if "loss" in r]

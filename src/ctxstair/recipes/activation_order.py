@@ -119,6 +119,7 @@ def cell_measures(run: Path) -> dict:
 
 
 def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of this module's recipe, read from its run directories."""
     cells = {part: cell_measures(run) for part, run in paths.items()}
     Ls = sorted({c["L"] for c in cells.values()})
     Ks = sorted({c["K"] for c in cells.values()})

@@ -73,6 +73,7 @@ def _add_numbers(run: Path, m: int) -> dict:
 
 
 def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``attention-arith`` (parts ``add`` and ``mod``), from files."""
     add = [_add_numbers(paths["add"], m) for m in ms.members(paths["add"])]
     mod = [_mod_numbers(paths["mod"], m) for m in ms.members(paths["mod"])]
     a = {key: ms.median([p[key] for p in add]) for key in ("peak", "end", "probe_end", "probe0_end", "acc_end",
@@ -169,6 +170,7 @@ def _parity_numbers(run: Path, m: int) -> dict:
 
 
 def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``attention-parity``, from its run directory."""
     run = paths[""]
     per = [_parity_numbers(run, m) for m in ms.members(run)]
     med = {key: ms.median([p[key] for p in per]) for key in per[0] if key not in ("left_epoch", "uniform_epoch")}

@@ -115,7 +115,7 @@ def resolve(recipe: Recipe, overrides: dict[str, Any], seeds: int | None = None)
     return configs
 
 
-#: What ``analysis=False`` sets: no alignment analysis and no snapshot files (issue 8 item 1).
+#: What ``analysis=False`` sets: no alignment analysis and no snapshot files.
 NO_ANALYSIS = {"analysis.enabled": False, "snapshots.save": False}
 
 
@@ -124,7 +124,7 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
                analysis: bool = True) -> Path:
     """Train, analyse and report recipe ``name`` into ``out``; return ``out``.
 
-    ``analysis=False`` (``ctxstair run --no-analysis``, issue 8 item 1) only trains: it applies
+    ``analysis=False`` (``ctxstair run --no-analysis``) only trains: it applies
     :data:`NO_ANALYSIS` over ``overrides`` and writes no summary, figures or report, so each run
     directory holds config.yaml, members.csv, metrics.jsonl and signatures.npz. InputError for a
     recipe that trains no engine run (a computation, or a language model with its own trainer)."""
@@ -173,7 +173,7 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
 
 @contextlib.contextmanager
 def _failure_reported(run_dir: Path, name: str):
-    """Let a TrainingDiverged through after writing the failed run's report (issue 9 item 4)."""
+    """Let a TrainingDiverged through after writing the failed run's report."""
     try:
         yield
     except TrainingDiverged:

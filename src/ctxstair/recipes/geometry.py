@@ -56,6 +56,7 @@ def cluster_contrast_null(S: np.ndarray, tokens: np.ndarray, n: int = 2000, seed
 
 
 def conclude_early(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``early-geometry`` (add, sub, mul; ReLU and tanh), from files."""
     keys, figures, summary = [], {}, {}
     for part, run in paths.items():
         table = rundir.read_alignment(run)
@@ -127,6 +128,7 @@ def predicted_law(run: Path, anchor: int, epoch: int, labels: np.ndarray) -> tup
 
 
 def conclude_label_law(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figure of ``label-law``: each law's predicted against its data law."""
     keys, summary, laws = [], {}, {}
     for law, run in paths.items():
         sigs = rundir.read_signatures(run)

@@ -65,6 +65,7 @@ def member_numbers(run: Path, m: int) -> dict:
 
 
 def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of this module's recipe, read from its run directories."""
     run = paths[""]
     per = [member_numbers(run, m) for m in ms.members(run)]
     med = {key: ms.median([p[key] for p in per]) for key in ("peak", "dip", "end", "r2_end", "flat_end", "s1_end",

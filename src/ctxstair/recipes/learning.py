@@ -1,4 +1,4 @@
-"""What signature alignment does for learning (SPEC §8 F8a, F9, App. D; issue 7).
+"""What signature alignment does for learning (SPEC §8 F8a, F9, App. D).
 
     ctxstair run ffn-vs-attention --out runs/ffn-vs-attention    # F8a, about 40 s on 2 CPU cores
     ctxstair run modulus-onset --out runs/modulus-onset          # F9, about 2.5 min (--seeds K)
@@ -104,6 +104,7 @@ def _ffn_member(run: Path, m: int) -> dict:
 
 
 def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``ffn-vs-attention``, from its two parts' files."""
     per = {part: [_ffn_member(paths[part], m) for m in ms.members(paths[part])] for part in FFN_PARTS}
     med = {part: {key: ms.median([p[key] for p in per[part]]) for key in ("final_accuracy", "probe_end")}
            for part in FFN_PARTS}
@@ -275,6 +276,7 @@ def _median_text(median: float, bound: bool) -> str:
 
 
 def conclude_onset(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``modulus-onset``: onsets per modulus M, from files."""
     rows, N, cap = onset_rows(paths)
     rule = onset_rule(rows, cap)
     Ms = sorted({r["M"] for r in rows})
@@ -372,6 +374,7 @@ def _pairs(values: list[float]) -> str:
 
 
 def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``seed-spectra``: one best frequency per seed, from files."""
     run = paths[""]
     last = rundir.snapshot_times(run)[-1]
     sigs = rundir.read_signatures(run)

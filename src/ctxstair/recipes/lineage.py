@@ -1,4 +1,4 @@
-"""The lineage tasks of SPEC §9 (issue 7): ``composite`` and ``reason-memory``.
+"""The lineage tasks of SPEC §9: ``composite`` and ``reason-memory``.
 
     ctxstair run composite --out runs/composite            # about 3 min on 2 CPU cores
     ctxstair run reason-memory --out runs/reason-memory    # about 3 min
@@ -222,6 +222,7 @@ def composite_part(run: Path) -> dict:
 
 
 def conclude_composite(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``composite``: the held-out pair's answers per γ."""
     parts = sorted((composite_part(run) for run in paths.values()), key=lambda p: p["gamma"])
     lo, hi = parts[0], parts[-1]
     inf_lo, inf_hi = ms.median(lo["inferential_end"]), ms.median(hi["inferential_end"])
@@ -378,6 +379,7 @@ def _reasoning_first(p: dict) -> bool:
 
 
 def conclude_reason(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``reason-memory``: which anchors are learned first per γ."""
     parts = sorted((reason_part(run) for run in paths.values()), key=lambda p: p["gamma"])
     lo, hi = parts[0], parts[-1]
     held_hi = ms.median(hi["heldout_end"])

@@ -33,6 +33,7 @@ def train(out: Path, overrides: dict[str, Any], resume: bool, force: bool) -> LM
 
 
 def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of this module's recipe, read from its run directories."""
     run = paths[""]
     cfg = Run(run).config
     rows = rundir.read_metric_rows(run)

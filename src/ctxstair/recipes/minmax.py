@@ -75,6 +75,7 @@ def minmax_numbers(run: Run) -> dict:
 
 
 def conclude_minmax(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``minmax``: closed forms, superposition, the trained logits."""
     run = Run(paths[""])
     res = minmax_numbers(run)
     med = {key: ms.median([m[key] for m in res["members"]]) for key in res["members"][0] if key != "member"}

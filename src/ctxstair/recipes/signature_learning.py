@@ -64,6 +64,7 @@ def _median_onset(rows: list[dict]) -> float:
 
 
 def conclude_embeddings(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figure of ``signature-embeddings``: the three embedding modes."""
     per_part = {part: embedding_rows(run) for part, run in paths.items()}
     rows = [row for part_rows in per_part.values() for row in part_rows]
     keys, lines = [], []

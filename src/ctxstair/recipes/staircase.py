@@ -47,6 +47,7 @@ def _figures(run: Path, early: int, late: int) -> dict:
 
 
 def member_add_numbers(run: Path, m: int) -> dict:
+    """The staircase numbers of one member of an ``add`` run: order-0 peak, probe, odd/even split."""
     table = rundir.read_alignment(run)
     epochs, r0 = rundir.alignment_series(table, "order0", m)
     _, probe = rundir.alignment_series(table, "order1_probe", m)
@@ -68,6 +69,7 @@ def member_add_numbers(run: Path, m: int) -> dict:
 
 
 def conclude_add(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``staircase-add``, from its run directory."""
     run = paths[""]
     per = [member_add_numbers(run, m) for m in ms.members(run)]
     med = {key: ms.median([p[key] for p in per]) for key in per[0] if key not in ("acc_full",)}
@@ -145,6 +147,7 @@ def _order_share_numbers(run: Path, early: int, late: int) -> tuple[list[KeyNumb
 
 
 def member_mod_numbers(run: Path, m: int) -> dict:
+    """The staircase numbers of one member of a ``mod`` run: collinear plateau, learning, ring."""
     table = rundir.read_alignment(run)
     epochs, _ = rundir.alignment_series(table, "order0", m)
     _, one_minus_mse = rundir.alignment_series(table, "order0", m, "one_minus_mse")
@@ -163,6 +166,7 @@ def member_mod_numbers(run: Path, m: int) -> dict:
 
 
 def conclude_mod(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``staircase-mod``, from its run directory."""
     run = paths[""]
     per = [member_mod_numbers(run, m) for m in ms.members(run)]
     first = per[0]

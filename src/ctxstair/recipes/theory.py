@@ -116,6 +116,7 @@ def read_scaling(out: Path) -> tuple[list[float], list[int], np.ndarray]:
 
 
 def conclude_scaling(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figure of ``init-scaling``, from ``init_scaling.csv``."""
     params = rundir.read_json(out, "recipe.json")["params"]
     gammas, widths, mean_squares = read_scaling(out)
     ratios = order_rms_ratios(mean_squares)  # (G, D, M+1)

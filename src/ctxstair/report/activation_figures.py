@@ -11,7 +11,7 @@ from ctxstair.report import measures as ms
 from ctxstair.report.figures import plt
 
 
-def cellcell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str, *, vmin: float, vmax: float,
+def cell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str, *, vmin: float, vmax: float,
              cmap: str) -> plt.Figure:
     """Heatmap over rows L and columns K of the median over members of ``cells[...][key]``, each cell
     annotated with its value, the K = L boundary drawn as a staircase."""
@@ -40,7 +40,9 @@ def cellcell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label:
     return fig
 
 
-def accuracyaccuracy_curves(paths: dict[str, Path], cells: dict, Ls: list[int]) -> plt.Figure:
+def accuracy_curves(paths: dict[str, Path], cells: dict, Ls: list[int]) -> plt.Figure:
+    """Median training accuracy over members against epochs, one panel per sequence length L and one
+    curve per power K (dashed where K < L), chance dotted; ``paths``: part -> run directory."""
     fig, axes = plt.subplots(1, len(Ls), figsize=(4.0 * len(Ls), 3.2), squeeze=False, layout="constrained",
                              sharey=True)
     colours = plt.get_cmap("viridis")

@@ -1,4 +1,4 @@
-"""The report of a run that stopped on a numerical fault (issue 9 item 4): what was written up to
+"""The report of a run that stopped on a numerical fault: what was written up to
 the failure, with the failure stated first.
 
 ``failure.json`` (written by the trainer) says why; ``metrics.jsonl`` holds the losses up to the

@@ -15,6 +15,8 @@ from ctxstair.report.run_figures import PALETTE, draw_aggregate
 
 
 def orders_figure(run: Path) -> plt.Figure:
+    """Top: alignment with orders 0 (1 − MSE), 1 (probe and flat geometry) and 2 (probe) over epochs,
+    members' mean and min–max band (``alignment.csv``, ``order2.csv``); bottom: loss and accuracy."""
     table, extra = rundir.read_alignment(run), read_order2(run)
     members = ms.members(run)
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(9.5, 7.0), layout="constrained", height_ratios=(3, 2))

@@ -9,7 +9,9 @@ from ctxstair.report import measures as ms
 from ctxstair.report.figures import plt
 
 
-def scalingscaling_figure(widths: list[int], gammas: list[float], ratios: np.ndarray, fits: dict) -> plt.Figure:
+def scaling_figure(widths: list[int], gammas: list[float], ratios: np.ndarray, fits: dict) -> plt.Figure:
+    """RMS(order m) / RMS(order 0) against d on log-log axes, one panel per order m ≥ 1, one colour per γ;
+    ``ratios`` (G, D, M+1), ``fits[γ][m-1]`` the fitted slopes (:func:`ctxstair.theory.fit_order_slopes`)."""
     orders = ratios.shape[-1] - 1
     fig, axes = plt.subplots(1, orders, figsize=(4.6 * orders, 3.9), squeeze=False, layout="constrained")
     log_d = np.log(widths)

@@ -1,4 +1,4 @@
-"""Phase diagrams of a sweep (issue 8 item 3; ``ctxstair.sweep``): numbers of ``sweep.csv`` against
+"""Phase diagrams of a sweep (``ctxstair.sweep``): numbers of ``sweep.csv`` against
 the grid.
 
 With one grid key, each panel plots the number against the key's values: every member as a dot,

@@ -1,4 +1,4 @@
-"""Sweeps over grids of overrides (issue 8 item 3): ``ctxstair sweep`` and its Python API.
+"""Sweeps over grids of overrides: ``ctxstair sweep`` and its Python API.
 
     from ctxstair.sweep import parse_grid, run_sweep
     run_sweep("staircase-add", "runs/sweep", parse_grid(["model.init.gamma=0.5,1,1.5"]), seeds=4)

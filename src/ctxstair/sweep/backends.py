@@ -1,4 +1,4 @@
-"""Where the cells of a sweep run (issue 8 item 3): ``local`` (a process pool on this machine) or
+"""Where the cells of a sweep run: ``local`` (a process pool on this machine) or
 ``ray`` (one Ray task per cell, on a local Ray instance or a cluster).
 
 Both call ``done(i, ...)`` in the driver as each cell finishes, so finished cells are kept when a

@@ -1,4 +1,4 @@
-"""One grid cell of a sweep: train it (worker side) and read its numbers back (issue 8 item 3).
+"""One grid cell of a sweep: train it (worker side) and read its numbers back.
 
 A cell is an ordinary recipe run (``ctxstair run RECIPE --set <grid values> --seeds K``): its seeds
 are the members of one batched ensemble, so a cell is one batched computation, and its directory is

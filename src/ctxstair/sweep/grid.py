@@ -1,4 +1,4 @@
-"""The grid of a sweep: ``--grid key=v1,v2,...`` options and the cells of their product (issue 8 item 3).
+"""The grid of a sweep: ``--grid key=v1,v2,...`` options and the cells of their product.
 
     parse_grid(["model.init.gamma=0.5,1,2", "model.d=64,128"])
     # {"model.init.gamma": [0.5, 1, 2], "model.d": [64, 128]}

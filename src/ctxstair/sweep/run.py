@@ -1,5 +1,5 @@
 """Run a sweep over a grid of overrides and merge it into ``sweep.csv``, figures and a report
-(issue 8 item 3; docs/sweeps.md).
+(docs/sweeps.md).
 
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --grid model.d=64,128 --seeds 4 --out runs/sweep
 
@@ -114,7 +114,7 @@ def _partial(out: Path, cell: Cell) -> Path:
 
 def _prepare(out: Path, spec: dict[str, Any], resume: bool, force: bool) -> None:
     """Create ``out`` with ``sweep.json`` (it appears whole), or check that a resumed one is the same
-    sweep; ``resume`` of a directory that does not exist starts the sweep (issue 9 item 1)."""
+    sweep; ``resume`` of a directory that does not exist starts the sweep."""
     if resume and out.exists():
         if not (out / "sweep.json").is_file():
             raise InputError(f"cannot resume {out}: no sweep.json there")

@@ -1,4 +1,4 @@
-"""Training engine: ensembles, optimizers, snapshots, checkpoints, resumable runs (issue 3)."""
+"""Training engine: ensembles, optimizers, snapshots, checkpoints, resumable runs."""
 
 from ctxstair.train.engine import member_losses, train_run
 from ctxstair.train.schedule import snapshot_schedule

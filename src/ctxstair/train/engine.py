@@ -272,7 +272,7 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
 def _divergence(run: Run, model: Ensemble, epoch: int, rows: list[dict]) -> Exception:
     """The TrainingDiverged of a non-finite loss at ``epoch``, recorded in the run directory
     (:meth:`ctxstair.run.Run.diverged`): it names the epoch, the members, the non-finite tensors and
-    the likely cause (issue 9 item 4)."""
+    the likely cause."""
     cfg = run.config
     losses = {(r["member"], r["epoch"]): r["loss"] for r in rows}
     members = sorted(k for (k, e), loss in losses.items() if e == epoch and not np.isfinite(loss))

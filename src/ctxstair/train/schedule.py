@@ -1,4 +1,4 @@
-"""When to take snapshots: log-spaced early, then every k epochs (issue 3)."""
+"""When to take snapshots: log-spaced early, then every k epochs."""
 
 from __future__ import annotations
 
