@@ -80,8 +80,8 @@ CHOICES = {"train.optimizer", "model.activation", "model.kind", "model.embedding
 
 def _leaf_keys(cls: type, prefix: str = "") -> dict[str, object]:
     """Every settable dotted key of a config dataclass and its annotation."""
-    keys = {}
-    for name, kind in typing.get_type_hints(cls).items():
+    keys, hints = {}, typing.get_type_hints(cls)
+    for name, kind in ((f.name, hints[f.name]) for f in dataclasses.fields(cls)):  # fields, not class constants
         if dataclasses.is_dataclass(kind):
             keys.update(_leaf_keys(kind, f"{prefix}{name}."))
         else:

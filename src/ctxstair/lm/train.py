@@ -23,7 +23,7 @@ batch and trains on its slice, and only rank 0 writes to the run directory.
 
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
 initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
-``snapshots/``; the analysis (:mod:`ctxstair.lm.staircase`) adds ``alignment.csv`` and
+``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``alignment.csv`` and
 ``lm_analysis.csv``.
 """
 
@@ -272,7 +272,7 @@ def _prepare(run: Run, resume: bool, force: bool) -> tuple[TextTokenizer, np.nda
 
 def _check_analysable(cfg: LMConfig, tokenizer: TextTokenizer, windows: np.ndarray) -> None:
     """Refuse before training a corpus whose training windows hold fewer than 4 word-like tokens:
-    the analysis (:mod:`ctxstair.lm.staircase`) could not compare any geometry after the run."""
+    the analysis (:mod:`ctxstair.analysis.lm_staircase`) could not compare any geometry after the run."""
     from ctxstair.lm.analysis import eligible_tokens
 
     train, _ = split_windows(windows, cfg.train.seed)
