@@ -54,7 +54,7 @@ class Run:
         """``config``: the run's configuration when the caller has it already (a trainer); otherwise
         it is read from ``config.yaml`` on first use."""
         self.path = Path(path)
-        if config is not None:
+        if config is not None:  # fills the cached property, so config.yaml need not exist yet
             self.__dict__["config"] = config
 
     def __repr__(self) -> str:
