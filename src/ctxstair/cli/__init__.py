@@ -27,8 +27,9 @@ import sys
 from pathlib import Path
 
 from ctxstair import numerics, rundir, tasks
+from ctxstair.cli.options import add_training_options
 from ctxstair.config import parse_overrides
-from ctxstair.devices import add_device_option, with_device
+from ctxstair.devices import with_device
 from ctxstair.errors import InputError, RunFailed
 from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 
@@ -75,12 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, default=None, help="ensemble members with seeds seed..seed+K-1")
     run.add_argument("--no-analysis", action="store_true",
                      help="train only: no snapshot files, alignment analysis or report")
-    add_device_option(run)
-    numerics.add_reproducible_option(run)
-    mode = run.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true",
-                      help="continue an interrupted run (same configuration); start it if it does not exist yet")
-    mode.add_argument("--force", action="store_true", help="replace an existing run directory")
+    add_training_options(run)
 
     report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory")
     report.add_argument("run_dir", type=Path)

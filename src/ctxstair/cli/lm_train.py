@@ -13,9 +13,9 @@ import argparse
 import os
 from pathlib import Path
 
-from ctxstair import numerics
+from ctxstair.cli.options import add_training_options
 from ctxstair.config import apply_overrides, parse_overrides
-from ctxstair.devices import add_device_option, with_device
+from ctxstair.devices import with_device
 
 
 def register(commands) -> None:
@@ -27,12 +27,7 @@ def register(commands) -> None:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="dotted LMConfig override, repeatable (e.g. --set corpus.source=shakespeare)")
     train.add_argument("--no-analysis", action="store_true", help="train only (analysis.enabled=false)")
-    add_device_option(train)
-    numerics.add_reproducible_option(train)
-    mode = train.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true",
-                      help="continue an interrupted run (same configuration); start it if it does not exist yet")
-    mode.add_argument("--force", action="store_true", help="replace an existing run directory")
+    add_training_options(train)
     train.set_defaults(handler=train_command)
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ctxstair import numerics
+from ctxstair.cli.options import add_training_options
 from ctxstair.config import parse_overrides
-from ctxstair.devices import add_device_option, with_device
+from ctxstair.devices import with_device
 
 
 def register(commands) -> None:
@@ -35,13 +35,9 @@ def register(commands) -> None:
                        help="address of a running Ray cluster (default: RAY_ADDRESS, else a local instance)")
     sweep.add_argument("--no-analysis", action="store_true",
                        help="train only: the table gets loss and accuracy, no alignment")
-    add_device_option(sweep)
-    numerics.add_reproducible_option(sweep)
     sweep.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/<recipe>-sweep)")
-    mode = sweep.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true",
-                      help="run the cells that are missing (same sweep); start the sweep if it does not exist yet")
-    mode.add_argument("--force", action="store_true", help="replace an existing sweep directory")
+    add_training_options(sweep, "run the cells that are missing (same sweep); start the sweep if it does not exist yet",
+                         "sweep")
     sweep.set_defaults(handler=cmd_sweep)
 
 

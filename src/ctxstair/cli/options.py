@@ -1,0 +1,22 @@
+"""Options shared by the commands that train: the device, reproducible mode, and ``--resume`` or
+``--force`` for an existing output directory."""
+
+from __future__ import annotations
+
+import argparse
+
+from ctxstair import numerics
+from ctxstair.devices import add_device_option
+
+RESUME_RUN = "continue an interrupted run (same configuration); start it if it does not exist yet"
+
+
+def add_training_options(parser: argparse.ArgumentParser, resume_help: str = RESUME_RUN,
+                         directory: str = "run") -> None:
+    """Add ``--device``, ``--reproducible`` and the mutually exclusive ``--resume`` / ``--force``
+    (``--force`` replaces an existing ``directory`` directory)."""
+    add_device_option(parser)
+    numerics.add_reproducible_option(parser)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help=resume_help)
+    mode.add_argument("--force", action="store_true", help=f"replace an existing {directory} directory")
