@@ -40,8 +40,13 @@ def verify_run(run: Path) -> tuple[int, int]:
     state = run / "checkpoint" / "state.json"
     if not state.is_file():
         return snapshots, 0
-    info = json.loads(state.read_text())
-    path = run / "checkpoint" / info["tensors"]
+    try:
+        info = json.loads(state.read_text())
+        path = run / "checkpoint" / info["tensors"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise InputError(f"{state} is not a checkpoint record (JSON naming its safetensors file in \"tensors\"); "
+                         "an interrupted language-model run of an earlier ctxstair cannot be resumed: "
+                         "restart it") from None
     if not path.is_file():
         raise InputError(f"{path} is missing although {state} names it")
     if "sha256" in info:

@@ -159,3 +159,14 @@ def test_language_model_snapshots_and_checkpoints_are_verified(tmp_path, capsys)
 def test_verify_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     code, _, err = verify(tmp_path, capsys)
     assert code == 2 and "is not a ctxstair run, recipe or sweep directory" in err
+
+
+@pytest.mark.parametrize("record", ['{"step": 10, "file": "state_00000010.pt"}', "not json", '["state.safetensors"]'])
+def test_verify_refuses_a_checkpoint_record_it_cannot_read(tmp_path, capsys, record):
+    """A `state.json` that is not JSON naming a tensor file (e.g. the pickled checkpoints older
+    language-model runs wrote) is refused in one line, not with a traceback."""
+    (tmp_path / "config.yaml").write_text("recipe: custom\n")
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "state.json").write_text(record)
+    code, _, err = verify(tmp_path, capsys)
+    assert code == 2 and "is not a checkpoint record" in err and err.count("\n") == 1
