@@ -8,10 +8,12 @@ import pytest
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir
+from ctxstair.alignment import distribution_match
 from ctxstair.config import load_yaml
 from ctxstair.errors import InputError
 from ctxstair.recipes import all_recipes, get, run_recipe, write_recipe_report
 from ctxstair.report import measures as ms
+from ctxstair.run import Run
 
 RECIPE_NAMES = ["activation-order", "attention-arith", "attention-parity", "composite", "early-geometry",
                 "ffn-vs-attention", "higher-orders", "init-scaling", "label-law", "lm-staircase", "minmax",
@@ -141,8 +143,25 @@ def test_label_law(runs):
         assert s[law]["jsd"] < 0.05 and s[law]["kl"] < 0.1, law
         assert 0 <= s[law]["mass_outside_labels"] < 0.05
         assert not (out / law / "alignment.csv").exists()  # analysis is off for this recipe
-    # label-law draws one figure: predicted vs empirical law per law
+    # label-law draws one figure: predicted, empirical and prescribed law per law
     check_report(out, [f"{s[law]['pearson']:.3f}" for law in ("uniform", "normal", "poisson", "exp")], n_figures=1)
+
+
+def test_label_law_against_the_prescribed_law(runs):
+    """The comparison with the prescribed law p_a, recomputed from the snapshot in float64 and the
+    task's own p_a; the uniform law is constant, so its Pearson is undefined."""
+    out = runs("label-law")
+    s = summary(out)
+    for law in ("uniform", "normal", "poisson", "exp"):
+        run = Run(out / law)
+        W = run.snapshot(200)
+        anchor, p_law = run.dataset.tokens[0], run.dataset.meta["label_law"]
+        logits = W["W_U"][0].double().numpy() @ W["W_E"][0, anchor].double().numpy()
+        p = np.exp(logits - logits.max())[: p_law.size]
+        reference = distribution_match(p / p.sum(), p_law)
+        assert s[law]["prescribed"]["jsd"] == pytest.approx(reference["jsd"], abs=1e-6), law
+        assert s[law]["prescribed"]["kl"] == pytest.approx(reference["kl"], abs=1e-6), law
+        assert np.isnan(reference["pearson"]) == (law == "uniform") == (s[law]["prescribed"]["pearson"] is None)
 
 
 # ---------------------------------------------------------------- errors leave nothing behind

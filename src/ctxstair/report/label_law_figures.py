@@ -9,12 +9,14 @@ from ctxstair.report import measures as ms
 from ctxstair.report.figures import plt
 
 
-def label_law_figure(laws: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int, dict]]) -> plt.Figure:
-    """``laws``: law name -> (labels (Y,), data law φ^{y;0}_a (Y,), model law softmax(W_U w_a) (Y,),
-    epoch, :func:`ctxstair.alignment.distribution_match` of the two)."""
+def label_law_figure(laws: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, dict]]
+                     ) -> plt.Figure:
+    """``laws``: law name -> (labels (Y,), data law φ^{y;0}_a (Y,), prescribed law p_a (Y,), model law
+    softmax(W_U w_a) (Y,), epoch, :func:`ctxstair.alignment.distribution_match` of model and data)."""
     fig, axes = plt.subplots(1, len(laws), figsize=(4.2 * len(laws), 3.6), squeeze=False, layout="constrained")
-    for ax, (law, (labels, p_data, p_model, epoch, match)) in zip(axes[0], laws.items()):
+    for ax, (law, (labels, p_data, p_law, p_model, epoch, match)) in zip(axes[0], laws.items()):
         ax.bar(labels, p_data, color="0.75", label="data: $\\varphi^{y;0}_a$ (empirical label law)")
+        ax.plot(labels, p_law, color="black", lw=1.0, ls="--", label="prescribed law $p_a$")
         ax.plot(labels, p_model, color="#D55E00", marker=".", label="model: softmax$(W_U w_a)$, renormalised")
         ax.set_xlabel("label ν")
         ax.set_ylabel("probability")
