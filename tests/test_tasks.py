@@ -138,6 +138,40 @@ def test_two_anchor_exact_and_uniform_order0():
         assert np.all(np.bincount(labels, minlength=p) == labels.size // p)
 
 
+def _anchor_order1_cosines(ds) -> np.ndarray:
+    """Cosines between the anchors' order-1 label signatures, each computed by counting directly:
+    for anchor α and context token c at another position, the law of the label."""
+    p = int(ds.params["p"])
+    anchors = ds.meta["groups"]["anchors"]
+    rows = []
+    for a in anchors:
+        counts = np.zeros((p, ds.vocab_size))
+        for seq, label in zip(ds.X.tolist(), ds.y.tolist()):
+            for i, tok in enumerate(seq):
+                if tok == a:
+                    for j, other in enumerate(seq):
+                        if j != i:
+                            counts[label, other] += 1
+        rows.append((counts / np.maximum(counts.sum(axis=0, keepdims=True), 1)).ravel())
+    rows = np.array(rows)
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return (unit @ unit.T)[np.triu_indices(len(anchors), 1)]
+
+
+def test_two_anchor_shift_sets_decide_whether_order1_tells_the_anchors_apart():
+    """With shifts covering every residue (the default) all anchors have the same order-1
+    signature; with half the residues they differ, and their order-0 signatures stay uniform."""
+    assert np.allclose(_anchor_order1_cosines(tasks.make("two_anchor", p=6)), 1.0)
+    ds = tasks.make("two_anchor", p=6, shifts=(0, 1, 2))
+    assert ds.vocab_size == 9 and ds.X.shape == (9 * 6, 3) and ds.meta["shifts"].tolist() == [0, 1, 2]
+    shift = dict(zip(ds.meta["groups"]["anchors"].tolist(), [0, 1, 2]))
+    assert all(y == (shift[a1] + shift[a2] + x) % 6 for (a1, a2, x), y in zip(ds.X.tolist(), ds.y.tolist()))
+    assert _anchor_order1_cosines(ds).max() < 0.99
+    for a in ds.meta["groups"]["anchors"]:
+        labels = ds.y[np.isin(ds.X, a).any(axis=1)]
+        assert np.all(np.bincount(labels, minlength=6) == labels.size // 6)
+
+
 def test_parity_exact():
     ds = tasks.make("parity", n_samples=3000, seed=3)
     anchors, noise = ds.meta["groups"]["anchors"], ds.meta["groups"]["noise"]
@@ -336,6 +370,8 @@ def test_enumerations_deterministic():
     ("parity", {"L": 0}, "'L'"),
     ("minmax", {"N": True}, "'N'"),
     ("two_anchor", {"p": 1}, "'p'"),
+    ("two_anchor", {"p": 5, "shifts": (0, 5)}, "'shifts'"),
+    ("two_anchor", {"p": 5, "shifts": (1, 1)}, "distinct"),
     ("composite", {"seq_len": 2}, "'seq_len'"),
     ("composite", {"residue_value": 5}, "'residue_value'"),
     ("composite", {"anchors": 3}, "'anchors'"),

@@ -241,28 +241,38 @@ def minmax(N: int = 20) -> Dataset:
 
 
 @register("two_anchor")
-def two_anchor(p: int = 20) -> Dataset:
-    """Two shift anchors and one context token: y = (s(a1) + s(a2) + x) mod p, all p**3 sequences (SPEC §8 row C).
+def two_anchor(p: int = 20, shifts: tuple = ()) -> Dataset:
+    """Two shift anchors and one context token: y = (s(a1) + s(a2) + x) mod p, all sequences (SPEC §8 row C).
 
     Parameters:
         p: size of the context set and modulus, ``p >= 2``.
+        shifts: the anchors' shift values, distinct, each in ``0..p-1``; one anchor per entry. Empty
+            (the default): ``p`` anchors with shifts ``0..p-1``, every residue once.
 
     Token ids (our choice: anchors are separate token ids, not context tokens): context tokens
-    ``𝒳 = 0..p-1``; anchors ``p..2p-1``, anchor id ``α`` has shift value ``s(α) = α - p``; labels
-    ``0..p-1`` (the context ids). ``vocab_size = 2p``; ``tokens`` = ``0..p-1`` then ``p..2p-1``;
-    ``meta["groups"] = {"context", "anchors"}``.
+    ``𝒳 = 0..p-1``; anchors ``p..p+A-1`` for ``A`` shift values, anchor ``p + i`` with shift
+    ``s = shifts[i]`` (default: ``s(α) = α - p``); labels ``0..p-1`` (the context ids).
+    ``vocab_size = p + A``; ``tokens`` = the context ids then the anchors;
+    ``meta["groups"] = {"context", "anchors"}``, ``meta["shifts"]`` the shift of each anchor.
 
-    Label: ``y = (s(a1) + s(a2) + x) mod p``. Every token's order-0 label signature is uniform over
-    ``0..p-1`` (all equal), so only order >= 1 statistics carry information.
-    Samples: all ``p**3`` sequences ``(a1, a2, x)``, lexicographic (``a1`` slowest).
+    Label: ``y = (s(a1) + s(a2) + x) mod p``. Every anchor's order-0 label signature is uniform over
+    ``0..p-1`` (``x`` runs over every residue). When the shifts cover every residue (the default)
+    the order-1 signatures of all anchors are equal as well, since the other anchor's shift is
+    uniform; with fewer shifts (e.g. ``0..p/2-1``) the order-1 signatures tell the anchors apart
+    while order 0 still does not.
+    Samples: all ``A**2 * p`` sequences ``(a1, a2, x)``, lexicographic (``a1`` slowest).
     """
     p = check_int("p", p, 2)
-    check_rows("the p**3 input sequences", p**3, 3)
-    context, anchors = numbers(0, p - 1), numbers(p, 2 * p - 1)
+    shift_values = np.arange(p) if not shifts else np.asarray(
+        _check_tuple("shifts", shifts, allowed=np.arange(p)), dtype=np.int64)
+    if np.unique(shift_values).size != shift_values.size:
+        raise InputError(f"parameter 'shifts' must hold distinct values, got {tuple(shifts)!r}")
+    check_rows("the input sequences", shift_values.size**2 * p, 3)
+    context, anchors = numbers(0, p - 1), numbers(p, p + shift_values.size - 1)
     X = product_grid(anchors, anchors, context)
-    y = (X[:, 0] - p + X[:, 1] - p + X[:, 2]) % p
-    meta = {"groups": {"context": context, "anchors": anchors}}
-    return Dataset(X=X, y=y, vocab_size=2 * p, tokens=np.concatenate([context, anchors]), meta=meta)
+    y = (shift_values[X[:, 0] - p] + shift_values[X[:, 1] - p] + X[:, 2]) % p
+    meta = {"groups": {"context": context, "anchors": anchors}, "shifts": shift_values}
+    return Dataset(X=X, y=y, vocab_size=p + shift_values.size, tokens=np.concatenate([context, anchors]), meta=meta)
 
 
 # --------------------------------------------------------------------------------------------
