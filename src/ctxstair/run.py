@@ -157,7 +157,11 @@ class Run:
     def model_at(self, t: int, dtype: torch.dtype | None = None) -> torch.nn.Module:
         """The run's model (ensemble or decoder) with the weights of the snapshot at time ``t``,
         in ``dtype`` when given (analyses of language models use float64)."""
-        state = self.snapshot(t)
+        return self.model(self.snapshot(t), dtype)
+
+    def model(self, state: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> torch.nn.Module:
+        """The run's model (ensemble or decoder) with the weights ``state`` (a snapshot already read
+        with :meth:`snapshot`), in ``dtype`` when given."""
         if isinstance(self.config, LMConfig):  # the vocabulary is the tokenizer's, the rows of W_E
             model = DecoderLM(self.config.decoder_config(vocab_size=state["W_E"].shape[0]))
         else:

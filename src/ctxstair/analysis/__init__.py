@@ -33,7 +33,9 @@ def analysis_module(name: str) -> ModuleType:
     """The module of analysis ``name``; InputError for a name that is not an analysis."""
     try:
         module = importlib.import_module(f"ctxstair.analysis.{name}")
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as error:
+        if error.name != f"ctxstair.analysis.{name}":  # the analysis exists but needs a missing module
+            raise
         module = None
     if module is None or not hasattr(module, "analyse") or not hasattr(module, "OUTPUT"):
         raise InputError(f"unknown analysis {name!r}")

@@ -72,8 +72,8 @@ def analyse(run: Run) -> None:
                   analysis.shuffled_baseline(phi_prefix, W, train_idx, heldout_idx, **probe_args)["heldout_mse"])
 
     sample = torch.from_numpy(train[np.random.default_rng(a.seed).permutation(len(train))[: a.windows]])
-    for step in steps:
-        model = run.model_at(step, torch.float64)
+    for step, snapshot in zip(steps, snapshots):  # read once above, for W
+        model = run.model(snapshot, torch.float64)
         rows += _attention_rows(model, step, sample, tokens, V)
         rows += _path_rows(model, step, sample, tokens)
     rundir.write_table(out, OUTPUT, LM_COLUMNS, rows)
