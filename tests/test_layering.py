@@ -20,8 +20,10 @@ def test_import_contracts_hold():
 
 
 def test_the_command_line_starts_without_torch():
-    """`ctxstair --help` and `import ctxstair` import no torch (it takes seconds to load)."""
-    for args in (["-m", "ctxstair", "--help"], ["-c", "import ctxstair"]):
+    """`ctxstair --help`, `ctxstair recipes`, `ctxstair tasks` and `import ctxstair` import no torch (it takes
+    seconds to load)."""
+    for args in (["-m", "ctxstair", "--help"], ["-m", "ctxstair", "recipes"], ["-m", "ctxstair", "tasks"],
+                 ["-c", "import ctxstair"]):
         done = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-2000:]
         imported = re.findall(r"\|\s*(\S+)\s*$", done.stderr, flags=re.M)
@@ -58,3 +60,10 @@ def test_ruff_is_clean():
     done = subprocess.run([str(BIN / "ruff"), "check", "src", "tests", "scripts", "benchmarks"], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_the_recipe_listing_read_from_source_equals_the_registry():
+    from ctxstair.cli.catalogue import FIELDS, recipe_catalogue
+    from ctxstair.recipes import all_recipes
+
+    assert recipe_catalogue() == [{field: getattr(r, field) for field in FIELDS} for r in all_recipes()]

@@ -107,14 +107,18 @@ def test_probe_on_noise_embeddings_does_no_better_than_the_baseline(rng):
     assert 0.5 < probe.mean() / baseline.mean() < 2.0
 
 
-def test_probe_snapshots_are_fitted_independently_and_deterministically(rng):
+@pytest.mark.parametrize("method", ["reference", "fast"])
+def test_probe_snapshots_are_fitted_independently_and_deterministically(rng, method):
     phi, W = planted(rng, T=12, Y=6, C=8)
     stack = np.stack([W, rng.normal(size=W.shape)])
     train, heldout = token_split(12)
-    both = prefix_probe(phi, stack, train, heldout, steps=50)
-    alone = prefix_probe(phi, stack[1], train, heldout, steps=50)
-    np.testing.assert_allclose(both["heldout_mse"][1], alone["heldout_mse"][0], rtol=1e-10)
-    np.testing.assert_array_equal(both["v"], prefix_probe(phi, stack, train, heldout, steps=50)["v"])
+    both = prefix_probe(phi, stack, train, heldout, steps=50, method=method)
+    alone = prefix_probe(phi, stack[1], train, heldout, steps=50, method=method)
+    # The objective is separable over snapshots. In float64 the batch changes nothing; float32 matrix
+    # kernels round differently for a different number of rows, by about float32's epsilon.
+    np.testing.assert_allclose(both["heldout_mse"][1], alone["heldout_mse"][0],
+                               rtol=1e-10 if method == "reference" else 1e-5)
+    np.testing.assert_array_equal(both["v"], prefix_probe(phi, stack, train, heldout, steps=50, method=method)["v"])
 
 
 def test_probe_never_uses_heldout_tokens_to_fit(rng):

@@ -31,6 +31,7 @@ from ctxstair.alignment.similarity import (
     compare,
     cosine_matrix,
     partial_correlation,
+    permuted_pearson,
     signature_cosine,
     upper_triangle,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "fourier_signatures",
     "linear_cka",
     "partial_correlation",
+    "permuted_pearson",
     "pca",
     "probe_alignment",
     "signature_cosine",

@@ -99,6 +99,43 @@ def compare(S_a: object, S_b: object, *, rtol: float = CONSTANT_RTOL) -> dict:
     return {key: _scalar_if_0d(value) for key, value in result.items()}
 
 
+def permuted_pearson(S_a: object, S_b: object, permutations: object, *, rtol: float = CONSTANT_RTOL) -> np.ndarray:
+    """Pearson r of the upper triangles of ``S_a[π][:, π]`` and ``S_b`` for each permutation π: a
+    permutation null for :func:`compare`'s ``pearson`` (SPEC §3).
+
+    Relabelling the rows and columns of a symmetric matrix together only moves its off-diagonal
+    entries around, so the mean and spread of ``S_a``'s triangle are those of every permuted one and
+    only the covariance with ``S_b`` is computed per permutation; no ranks.
+
+    Args:
+        S_a, S_b: (n, n) symmetric matrices.
+        permutations: int (P, n), each row a permutation of ``0..n-1``.
+        rtol: constant-triangle tolerance as in :func:`compare`.
+
+    Returns:
+        (P,) float64; all NaN when either triangle is constant.
+    """
+    A, B = square_stack(S_a, "S_a"), square_stack(S_b, "S_b")
+    perms = np.asarray(permutations)
+    n = A.shape[-1]
+    if A.ndim != 2 or A.shape != B.shape or not np.allclose(A, A.T) or not np.allclose(B, B.T):
+        raise InputError(f"S_a and S_b must be symmetric matrices of the same size, got shapes {A.shape} and {B.shape}")
+    if perms.ndim != 2 or perms.shape[1] != n or not np.array_equal(np.sort(perms, axis=1), np.broadcast_to(
+            np.arange(n), perms.shape)):
+        raise InputError(f"permutations must be an int array (P, {n}) whose rows permute 0..{n - 1}, "
+                         f"got shape {perms.shape}")
+    a, b = upper_triangle(A), upper_triangle(B)
+    if _is_constant(a, rtol) or _is_constant(b, rtol):
+        return np.full(perms.shape[0], np.nan)
+    centred_b = np.zeros_like(B)
+    rows, cols = np.triu_indices(n, 1)
+    centred_b[rows, cols] = b - b.mean()
+    a_c = A - a.mean()
+    cov = np.einsum("pij,ij->p", a_c[perms[:, :, None], perms[:, None, :]], centred_b)
+    r = cov / np.sqrt(((a - a.mean()) ** 2).sum() * ((b - b.mean()) ** 2).sum())
+    return np.clip(r, -1.0, 1.0)
+
+
 def partial_correlation(S_emb: object, S_1: object, S_0: object, *, rtol: float = CONSTANT_RTOL) -> float | np.ndarray:
     """Pearson partial correlation of ``S_emb`` with ``S_1`` controlling for ``S_0`` (SPEC §3).
 

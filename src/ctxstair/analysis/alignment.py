@@ -57,7 +57,7 @@ def analyse(run: Run) -> None:
         for name, zero_mean in [("order1_probe", False), ("order1_probe_zero_mean", True)]:
             probe = probe_alignment(phi1, flat, folds=settings.probe_folds, steps=settings.probe_steps,
                                     lr=settings.probe_lr, seed=settings.probe_seed, zero_mean=zero_mean,
-                                    restarts=settings.probe_restarts)
+                                    restarts=settings.probe_restarts, method=settings.probe)
             r = probe.heldout_pearson.reshape(K, S)
             nan = np.full((K, S), np.nan)
             add(name, {"pearson": r, "spearman": nan, "one_minus_mse": nan, "defined": ~np.isnan(r)})

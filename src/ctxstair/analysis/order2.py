@@ -30,7 +30,7 @@ def analyse(run: Run) -> None:
     K, S = W.shape[:2]
     a = run.config.analysis
     probe = probe_alignment(phi2, W.reshape(K * S, *W.shape[2:]), folds=a.probe_folds, steps=a.probe_steps,
-                            lr=a.probe_lr, seed=a.probe_seed, restarts=a.probe_restarts)
+                            lr=a.probe_lr, seed=a.probe_seed, restarts=a.probe_restarts, method=a.probe)
     r2 = probe.heldout_pearson.reshape(K, S)
     flat = compare(np.stack([[cosine_matrix(W[k, s]) for s in range(S)] for k in range(K)]),
                    signature_cosine(sigs.orders[1]))

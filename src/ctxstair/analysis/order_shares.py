@@ -21,7 +21,7 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.io import atomic_write_text
 from ctxstair.run import Run
-from ctxstair.theory.shares import order_shares
+from ctxstair.theory.shares import stacked_order_shares
 
 OUTPUT = "theory.csv"
 THEORY_COLUMNS = ("member", "epoch", "order", "norm", "share", "cosine_with_update", "relative_residual")
@@ -30,13 +30,14 @@ THEORY_COLUMNS = ("member", "epoch", "order", "norm", "share", "cosine_with_upda
 def analyse(run: Run) -> None:
     """Order shares at every snapshot of every member of a CBOW run; writes ``theory.csv``."""
     cfg, dataset = run.config, run.dataset
-    rows = []
-    for epoch in run.snapshot_times():
-        snapshot = rundir.load_snapshot(run.path, epoch)
-        for member in range(snapshot["W_E"].shape[0]):
-            for row in order_shares(snapshot["W_E"][member], snapshot["W_U"][member], dataset.X, dataset.y,
-                                    dataset.tokens, cfg.model.activation, cfg.model.coeffs, cfg.model.power):
-                rows.append({"member": member, "epoch": epoch, **row})
+    epochs = run.snapshot_times()
+    snapshots = [rundir.load_snapshot(run.path, epoch) for epoch in epochs]
+    W_E, W_U = (np.concatenate([snapshot[name] for snapshot in snapshots]) for name in ("W_E", "W_U"))  # (S K, V, d)
+    shares = stacked_order_shares(W_E, W_U, dataset.X, dataset.y, dataset.tokens, cfg.model.activation,
+                                  cfg.model.coeffs, cfg.model.power)
+    members = snapshots[0]["W_E"].shape[0]
+    rows = [{"member": i % members, "epoch": epochs[i // members], **row}
+            for i, model_rows in enumerate(shares) for row in model_rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=THEORY_COLUMNS, lineterminator="\n")
     writer.writeheader()

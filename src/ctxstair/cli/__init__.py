@@ -114,10 +114,10 @@ def cmd_signatures(args: argparse.Namespace) -> None:
 
 def cmd_recipes(_: argparse.Namespace) -> None:
     """Print every recipe: name, paper figure, typical CPU time and the expected observation."""
-    from ctxstair.recipes import all_recipes
+    from ctxstair.cli.catalogue import recipe_catalogue
 
-    for recipe in all_recipes():
-        print(f"{recipe.name:16s} {recipe.figure:18s} {recipe.cpu_time:>10s}  {recipe.expectation}")
+    for recipe in recipe_catalogue():
+        print(f"{recipe['name']:16s} {recipe['figure']:18s} {recipe['cpu_time']:>10s}  {recipe['expectation']}")
 
 
 def cmd_run(args: argparse.Namespace) -> None:

@@ -33,6 +33,8 @@ ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
 #: CBOW embedding modes (SPEC §8 F8b): trainable W_E, fixed λ R φ^{y;1}_α v, fixed random λ v_α.
 EMBEDDINGS = ("trainable", "signature", "random")
 DTYPES = ("float32", "float64")
+#: How the alignment probes are fitted (:func:`ctxstair.alignment.probe_alignment`'s ``method``).
+PROBE_METHODS = ("fast", "reference")
 
 # YAML 1.1 (PyYAML) reads "1e-3" as a string: only "1.0e-3" is a float there. Numbers in exponent
 # notation are accepted as floats wherever a float is expected.
@@ -126,9 +128,14 @@ class SnapshotConfig:
 
 @dataclass
 class AnalysisConfig:
-    """Alignment analysis after training (SPEC §3); probe defaults are the paper's settings."""
+    """Alignment analysis after training (SPEC §3); probe defaults are the paper's settings.
+
+    ``probe``: how the Adam fits are computed, ``fast`` (float32, closed-form gradient) or
+    ``reference`` (float64 autograd); the same steps, numbers equal up to rounding
+    (:mod:`ctxstair.alignment.probe`)."""
 
     enabled: bool = True
+    probe: str = "fast"
     probe_folds: int = 5
     probe_steps: int = 300
     probe_lr: float = 0.01
@@ -159,6 +166,7 @@ class RunConfig:
         if self.model.embedding != "trainable" and self.model.kind != "cbow":
             raise InputError(f"model.embedding={self.model.embedding} needs model.kind=cbow, got {self.model.kind!r}")
         check_key_choice("train.dtype", self.train.dtype, DTYPES)
+        check_key_choice("analysis.probe", self.analysis.probe, PROBE_METHODS)
         check_key_choice("train.flow_method", self.train.flow_method, FLOW_METHODS)
         check_device_name("train.device", self.train.device)
         check_minimum([

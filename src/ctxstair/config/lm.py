@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-from ctxstair.checks import check_minimum, check_positive
+from ctxstair.checks import check_key_choice, check_minimum, check_positive
+from ctxstair.config import PROBE_METHODS
 from ctxstair.devices import check_device_name
 from ctxstair.errors import InputError
 from ctxstair.models.decoder import DecoderConfig
@@ -81,11 +82,13 @@ class LMSnapshotConfig:
 @dataclass
 class LMAnalysisConfig:
     """F7 measurements (SPEC §7): ``k`` eligible tokens, the probe's held-out token fraction and
-    steps, and how many windows the attention and path analyses read."""
+    steps, and how many windows the attention and path analyses read. ``probe``: ``fast`` or
+    ``reference``, how the probe's Adam steps are computed (:func:`ctxstair.lm.analysis.prefix_probe`)."""
 
     enabled: bool = True
     k: int = 200
     heldout_fraction: float = 0.25
+    probe: str = "fast"
     probe_steps: int = 300
     windows: int = 128
     seed: int = 0
@@ -123,6 +126,7 @@ class LMConfig:
             if not 0 <= value < 1:
                 raise InputError(f"{key} must be in [0, 1), got {value}")
         check_device_name("train.device", self.train.device)
+        check_key_choice("analysis.probe", self.analysis.probe, PROBE_METHODS)
         self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
         return self
 

@@ -102,7 +102,7 @@ class ActivationFitTerms:
 
 def cbow_terms_with_fit(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray, activation: str,
                         degree: int = DEFAULT_DEGREE, fit_range: float | None = None,
-                        tokens: np.ndarray | None = None) -> ActivationFitTerms:
+                        tokens: np.ndarray | None = None, gradient: np.ndarray | None = None) -> ActivationFitTerms:
     """Label-driven order terms of a ReLU/GELU/tanh CBOW model via a polynomial fit, with residual.
 
     Args:
@@ -111,6 +111,8 @@ def cbow_terms_with_fit(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.n
         degree: as :func:`fit_activation`.
         fit_range: half-width of the fit; default :func:`preactivation_range` of (W_E, X).
         tokens: optional (T,) token ids (default all V).
+        gradient: the autograd label gradient of those tokens (T, d) when the caller has it already
+            (e.g. for many snapshots in one pass); computed here otherwise.
 
     Returns:
         :class:`ActivationFitTerms`; ``terms`` has shape (T, min(L−1, degree−1) + 1, d).
@@ -119,7 +121,8 @@ def cbow_terms_with_fit(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.n
     coeffs = fit_activation(activation, degree, a)
     terms = cbow_label_terms(W_E, W_U, X, y, coeffs, tokens)
     rows = np.arange(np.shape(W_E)[0]) if tokens is None else np.asarray(tokens)
-    gradient = embedding_gradient(W_E, W_U, X, y, "label", activation)[rows]
+    if gradient is None:
+        gradient = embedding_gradient(W_E, W_U, X, y, "label", activation)[rows]
     residual = gradient - terms.sum(axis=1)
     scale = np.linalg.norm(gradient)
     return ActivationFitTerms(terms=terms, coeffs=coeffs, fit_range=a, degree=int(degree),

@@ -46,7 +46,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.polynomial import polynomial as P
 
-from ctxstair.checks import check_id_subset, check_labels, check_sequences
+from ctxstair.checks import check_dense_size, check_id_subset, check_labels, check_sequences
 from ctxstair.errors import InputError
 from ctxstair.signatures import cooccurrence_signature, label_signature
 
@@ -189,9 +189,13 @@ def _sigma_prime_terms(W_E: np.ndarray, readout: np.ndarray, signatures: list[np
     out = np.zeros((tokens.size, len(signatures), W_E.shape[1]))
     for m, phi in enumerate(signatures):
         axes = _LETTERS[:m]
-        subscripts = ",".join([f"tr{axes}", "rd"] + [f"{axis}d" for axis in axes]) + "->td"
+        # The label axis is contracted once per order rather than once per exponent pattern.
+        check_dense_size((tokens.size, *phi.shape[2:], W_E.shape[1]), None, f"the order-{m} signature weighted by "
+                         "the readout", "pass fewer tokens")
+        weighted = np.tensordot(phi, readout, axes=([1], [0]))  # (T, C^m, d)
+        subscripts = ",".join([f"t{axes}d"] + [f"{axis}d" for axis in axes]) + "->td"
         for s in range(m, K):  # total context exponent |n|; σ^{(s+1)} vanishes for s >= K
-            inner = sum(np.einsum(subscripts, phi, readout, *(Wc**p for p in n), optimize=True)
+            inner = sum(np.einsum(subscripts, weighted, *(Wc**p for p in n), optimize=True)
                         / math.prod(math.factorial(p) for p in n)
                         for n in _compositions(s, m))
             out[:, m] += math.comb(L - 1, m) * _derivative(c, s + 1, Wa) * inner

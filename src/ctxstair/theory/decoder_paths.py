@@ -30,18 +30,21 @@ __all__ = ["DECODER_OBJECTIVES", "decoder_embedding_paths", "direct_path_predict
 DECODER_OBJECTIVES = ("loss", "label")
 
 
-def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str = "loss") -> dict[str, np.ndarray]:
+def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str = "loss",
+                            full: bool = True) -> dict[str, np.ndarray]:
     """Embedding gradient of ``objective`` split into the paths of the residual stream (SPEC §6.4).
 
     Args:
         model: the decoder; its own dtype is used (float64 for exact sums).
         tokens: int (n, T) windows, 2 <= T <= max_seq_len.
         objective: ``loss`` (−mean next-token cross-entropy) or ``label`` (mean next-token logit).
+        full: also return ``full``, the plain autograd gradient (one more backward pass, through the
+            unembedding: skip it when only the paths are needed).
 
     Returns:
         float64 (V, d) per path, keyed like :meth:`DecoderLM.residual_contributions` (``embed``,
-        ``attn.0``, ``mlp.0``, ...), plus ``full``, the plain autograd gradient; the paths sum to
-        ``full`` up to rounding. ``model``'s ``.grad`` fields are left untouched.
+        ``attn.0``, ``mlp.0``, ...), plus ``full`` when asked; the paths sum to ``full`` up to
+        rounding. ``model``'s ``.grad`` fields are left untouched.
     """
     _check_objective(objective)
     X = check_sequences(tokens, model.cfg.vocab_size, "tokens")
@@ -55,7 +58,8 @@ def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str
     (upstream,) = torch.autograd.grad(value, stream, retain_graph=True)  # G, (n, T, d)
     paths = {name: torch.autograd.grad(c, model.W_E, upstream, retain_graph=True)[0]
              for name, c in contributions.items()}
-    (paths["full"],) = torch.autograd.grad(value, model.W_E)
+    if full:
+        (paths["full"],) = torch.autograd.grad(value, model.W_E)
     return {name: g.detach().to(torch.float64).cpu().numpy() for name, g in paths.items()}
 
 

@@ -51,24 +51,28 @@ def embedding_gradient(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.nd
     """Autograd gradient ``∇_{W_E}`` of one flow component of the CBOW model, float64 (SPEC §1, §6).
 
     Args:
-        W_E, W_U: float (V, d).
+        W_E, W_U: float (V, d), or stacks (K, V, d) of K models, differentiated in one batched pass.
         X: int (n, L); y: int (n,) labels (may be None for ``uniform``, ``correction`` and ``prediction``).
         objective: a key of :data:`OBJECTIVES`.
         activation, coeffs, power: the model's activation as in :func:`ctxstair.models.activation_fn`.
 
     Returns:
-        float64 (V, d): row α is the gradient with respect to ``W_E[α]``.
+        float64 (V, d) (or (K, V, d)): row α is the gradient with respect to ``W_E[α]``.
     """
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if y is None and objective in ("label", "loss"):
         raise InputError(f"objective {objective!r} needs the labels y")
     W_E, W_U = np.asarray(W_E, dtype=np.float64), np.asarray(W_U, dtype=np.float64)
-    V, d = W_E.shape
-    model = CBOWEnsemble(V, [MemberSpec(0, d, 1.0, 1.0)], activation, coeffs, power, dtype=torch.float64)
+    if W_E.shape != W_U.shape or W_E.ndim not in (2, 3):
+        raise InputError(f"W_E and W_U must both have shape (V, d) or (K, V, d), got {W_E.shape} and {W_U.shape}")
+    stack_E, stack_U = (W_E, W_U) if W_E.ndim == 3 else (W_E[None], W_U[None])
+    K, V, d = stack_E.shape
+    model = CBOWEnsemble(V, [MemberSpec(0, d, 1.0, 1.0)] * K, activation, coeffs, power, dtype=torch.float64)
     with torch.no_grad():
-        model.W_E.copy_(torch.from_numpy(W_E)[None])
-        model.W_U.copy_(torch.from_numpy(W_U)[None])
+        model.W_E.copy_(torch.from_numpy(stack_E))
+        model.W_U.copy_(torch.from_numpy(stack_U))
     labels = torch.zeros(len(X), dtype=torch.long) if y is None else torch.as_tensor(np.asarray(y), dtype=torch.long)
-    OBJECTIVES[objective](model(torch.as_tensor(np.asarray(X), dtype=torch.long))[0], labels).backward()
-    return model.W_E.grad[0].numpy()
+    logits = model(torch.as_tensor(np.asarray(X), dtype=torch.long))  # (K, n, V)
+    sum(OBJECTIVES[objective](f, labels) for f in logits).backward()  # members do not interact
+    return model.W_E.grad.numpy() if W_E.ndim == 3 else model.W_E.grad[0].numpy()

@@ -27,18 +27,38 @@ from ctxstair.theory.reference import embedding_gradient
 def order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray, tokens: np.ndarray,
                  activation: str, coeffs=(), power: int = 2) -> list[dict]:
     """Per-order norm, share and cosine with the actual update for one model (W_E, W_U (V, d))."""
+    return stacked_order_shares(np.asarray(W_E)[None], np.asarray(W_U)[None], X, y, tokens, activation, coeffs,
+                                power)[0]
+
+
+def stacked_order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray, tokens: np.ndarray,
+                         activation: str, coeffs=(), power: int = 2) -> list[list[dict]]:
+    """:func:`order_shares` of K models, W_E and W_U (K, V, d) (e.g. every snapshot of a run): the
+    autograd gradients of all K are taken in one batched pass; one list of rows per model."""
+    if activation == "monomial":
+        activation, coeffs = "poly", [0.0] * (power - 1) + [1.0]
     W_E, W_U = np.asarray(W_E, dtype=np.float64), np.asarray(W_U, dtype=np.float64)
-    if activation == "poly":
-        terms = cbow_label_terms(W_E, W_U, X, y, coeffs, tokens)
-        label = embedding_gradient(W_E, W_U, X, y, "label", activation, coeffs)[tokens]
-        residual = np.linalg.norm(label - terms.sum(axis=1)) / max(np.linalg.norm(label), 1e-300)
-    elif activation == "monomial":
-        coeffs = [0.0] * (power - 1) + [1.0]
-        return order_shares(W_E, W_U, X, y, tokens, "poly", coeffs)
-    else:
-        fit = cbow_terms_with_fit(W_E, W_U, X, y, activation, tokens=tokens)
-        terms, residual = fit.terms, fit.relative_residual
-    update = -embedding_gradient(W_E, W_U, X, y, "loss", activation, coeffs, power)[tokens].ravel()
+    # Models per autograd pass: the (chunk, n, max(V, d)) activations stay near 2^24 entries (128 MiB).
+    chunk = max(1, 2**24 // (len(X) * max(W_E.shape[1:])))
+    label, update = (np.concatenate([embedding_gradient(W_E[i:i + chunk], W_U[i:i + chunk], X, y, objective,
+                                                        activation, coeffs)[:, tokens]
+                                     for i in range(0, W_E.shape[0], chunk)])
+                     for objective in ("label", "loss"))  # (K, T, d) each
+    update = -update
+    shares = []
+    for k in range(W_E.shape[0]):
+        if activation == "poly":
+            terms = cbow_label_terms(W_E[k], W_U[k], X, y, coeffs, tokens)
+            residual = np.linalg.norm(label[k] - terms.sum(axis=1)) / max(np.linalg.norm(label[k]), 1e-300)
+        else:
+            fit = cbow_terms_with_fit(W_E[k], W_U[k], X, y, activation, tokens=tokens, gradient=label[k])
+            terms, residual = fit.terms, fit.relative_residual
+        shares.append(_share_rows(terms, update[k].ravel(), residual))
+    return shares
+
+
+def _share_rows(terms: np.ndarray, update: np.ndarray, residual: float) -> list[dict]:
+    """Rows of :func:`order_shares` from the order terms (T, M+1, d) and the flattened actual update."""
     norms = np.linalg.norm(terms, axis=(0, 2))
     flat = terms.transpose(1, 0, 2).reshape(terms.shape[1], -1)
     denom = norms * np.linalg.norm(update)
