@@ -36,6 +36,19 @@ OVERHEAD = """| step | seconds | fraction of training |
 | all analysis | 2.00 | 0.100 |
 
 analysis overhead: 10.0 % of training (target at most 15 %: met)
+
+| step | seconds | fraction of training |
+|---|---|---|
+| training (`--no-analysis`; snapshots are written) | 60.00 | 1.00 |
+
+LM analysis overhead: 30.0 % of training (target at most 25 %: not met); 35.0 % with the report
+"""
+DECODER = """| setting | ours (ms/step) | Llama sdpa (ms/step) | speed-up (Llama / ours) | max logit difference |
+|---|---|---|---|---|
+| d = 64, 2 layers | 20.0 | 22.0 | 1.10× | 1.0e-06 |
+| d = 256, 4 layers | 50.0 | 50.0 | 1.00× | 2.0e-06 |
+
+`ctxstair lm train` at its defaults (synthetic corpus, 2000 steps, --no-analysis): 35,000 training tokens/s
 """
 MEMORY = """| stage | tokens | seconds | peak RSS (MiB) | RSS after imports (MiB) | peak heap, tracemalloc (MiB) |
 |---|---|---|---|---|---|
@@ -61,22 +74,27 @@ SIGNATURES = """| workload | median (s) | min (s) |
 
 def test_headline_table_reads_each_benchmarks_numbers():
     table = bench_commands.headline_table({"signatures": SIGNATURES, "ensemble": ENSEMBLE,
-                                           "analysis_overhead": OVERHEAD, "memory": MEMORY,
+                                           "analysis_overhead": OVERHEAD, "decoder": DECODER, "memory": MEMORY,
                                            "reproducible": REPRODUCIBLE}).splitlines()
     assert table[:2] == ["| benchmark | measure | value |", "|---|---|---|"]
     assert table[2:] == [
         "| signatures | `add` N=40 | 0.002 s (median) |",
         "| signatures | random order 2 | 0.722 s (median) |",
-        "| ensemble | engine speed-up over the per-model loop, staircase-add (N = 40, d = 128) (target ≥ 5×) | 0.8× |",
+        "| ensemble | engine speed-up over the per-model loop, staircase-add (N = 40, d = 128) (target ≥ 1×) | 0.8× |",
         "| ensemble | upper bound on any method's speed-up (useful FLOPs at the matmul rate), "
         "staircase-add (N = 40, d = 128) | 2.4× |",
-        "| ensemble | engine fraction of the matmul rate, staircase-add (N = 40, d = 128) (target ≥ 0.50) | 0.53 |",
-        "| ensemble | engine speed-up over the per-model loop, small models (N = 10, d = 16) | 10.4× |",
+        "| ensemble | engine fraction of the matmul rate, staircase-add (N = 40, d = 128) | 0.53 |",
+        "| ensemble | engine speed-up over the per-model loop, small models (N = 10, d = 16) (target ≥ 10×) | 10.4× |",
         "| ensemble | upper bound on any method's speed-up (useful FLOPs at the matmul rate), "
         "small models (N = 10, d = 16) | 55.0× |",
         "| ensemble | engine fraction of the matmul rate, small models (N = 10, d = 16) | 0.10 |",
-        "| analysis_overhead | snapshots + alignment with the probe / training (staircase-add) | "
+        "| analysis_overhead | snapshots + alignment + order shares / training (staircase-add) | "
         "10.0 % of training (target at most 15 %: met) |",
+        "| analysis_overhead | LM analysis / training (`lm train`, synthetic corpus) | "
+        "30.0 % of training (target at most 25 %: not met); 35.0 % with the report |",
+        "| decoder | DecoderLM speed-up over LlamaForCausalLM (sdpa), d = 64, 2 layers | 1.10× |",
+        "| decoder | DecoderLM speed-up over LlamaForCausalLM (sdpa), d = 256, 4 layers | 1.00× |",
+        "| decoder | `ctxstair lm train` training tokens/s | 35,000 |",
         "| memory | `NextTokenCounts`, streamed: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | "
         "76 → 76 MiB |",
         "| memory | `next_token_signature`, one-shot: peak heap (tracemalloc) from 5,000,000 to 50,000,000 tokens | "

@@ -281,3 +281,21 @@ def test_direct_path_prediction_is_exact_when_blocks_write_nothing(objective):
 def test_direct_path_prediction_checks_shapes():
     with pytest.raises(InputError, match="phi_nt"):
         direct_path_prediction(tiny(), np.ones(13) / 13, np.ones((13, 12)))
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_fused_attention_equals_the_explicit_softmax_path(dtype, tol):
+    """Training uses PyTorch's fused causal attention; the pattern path computes softmax(q k^T) v itself."""
+    cfg = DecoderConfig(17, d_model=16, n_layers=2, n_heads=2, head_dim=6, d_mlp=48, max_seq_len=16, gamma=0.25)
+    model = DecoderLM(cfg, dtype=dtype)
+    X = torch.as_tensor(markov_windows(17, 6, 9))
+    fused, none = model._run(X)
+    explicit, patterns = model._run(X, with_patterns=True)
+    assert none == [None] * len(model.blocks) and all(p.shape == (6, 2, 9, 9) for p in patterns)
+    for name in fused:  # relative to each tensor's scale: the layers reach values of order 10 here
+        torch.testing.assert_close(fused[name], explicit[name], atol=tol * explicit[name].abs().max().item(), rtol=0)
+    loss = next_token_loss(model(X), X)
+    (grad,) = torch.autograd.grad(loss, model.W_E)
+    reference = next_token_loss(model.logits_from_stream(sum(explicit.values())), X)
+    (grad_explicit,) = torch.autograd.grad(reference, model.W_E)
+    torch.testing.assert_close(grad, grad_explicit, atol=tol * grad_explicit.abs().max().item(), rtol=0)

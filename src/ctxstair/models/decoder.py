@@ -130,10 +130,13 @@ class DecoderBlock(torch.nn.Module):
         self.W_up = torch.nn.Parameter(torch.empty(m, d, dtype=dtype))
         self.W_down = torch.nn.Parameter(torch.empty(d, m, dtype=dtype))
 
-    def attention(self, stream: torch.Tensor, cos: torch.Tensor,
-                  sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attention output (n, T, d) and post-softmax pattern (n, H, T_query, T_key) for the
-        residual stream (n, T, d); cos, sin (T, hd) from :func:`rotary_tables`."""
+    def attention(self, stream: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                  with_pattern: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention output (n, T, d) for the residual stream (n, T, d), and with ``with_pattern`` the
+        post-softmax pattern (n, H, T_query, T_key) (else None); cos, sin (T, hd) from :func:`rotary_tables`.
+
+        Without the pattern, PyTorch's fused ``scaled_dot_product_attention`` computes the same
+        causal softmax attention (equal up to rounding) without materialising the (T, T) scores."""
         n, T, _ = stream.shape
         x = self.ln_attn(stream)
 
@@ -141,11 +144,14 @@ class DecoderBlock(torch.nn.Module):
             return (x @ W.T).view(n, T, self.n_heads, self.head_dim).transpose(1, 2)
 
         q, k, v = apply_rotary(heads(self.W_Q), cos, sin), apply_rotary(heads(self.W_K), cos, sin), heads(self.W_V)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (n, H, T, T)
-        future = torch.ones(T, T, dtype=torch.bool, device=stream.device).triu(1)
-        pattern = torch.softmax(scores.masked_fill(future, -math.inf), dim=-1)
-        z = (pattern @ v).transpose(1, 2).reshape(n, T, -1)  # (n, T, H·hd)
-        return z @ self.W_O.T, pattern
+        if with_pattern:
+            scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (n, H, T, T)
+            future = torch.ones(T, T, dtype=torch.bool, device=stream.device).triu(1)
+            pattern = torch.softmax(scores.masked_fill(future, -math.inf), dim=-1)
+            z = pattern @ v
+        else:
+            pattern, z = None, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return z.transpose(1, 2).reshape(n, T, -1) @ self.W_O.T, pattern  # z: (n, H, T, hd)
 
     def mlp(self, stream: torch.Tensor) -> torch.Tensor:
         """SwiGLU MLP output (n, T, d) for the residual stream (n, T, d)."""
@@ -188,8 +194,10 @@ class DecoderLM(torch.nn.Module):
         at step 0 and record it). Norm weights are not listed: they start at exactly 1."""
         return {name: realised_std(W) for name, W, _ in self._init_plan()}
 
-    def _run(self, tokens: torch.Tensor) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
-        """The one forward pass: residual contributions (each (n, T, d)) and attention patterns."""
+    def _run(self, tokens: torch.Tensor,
+             with_patterns: bool = False) -> tuple[dict[str, torch.Tensor], list[torch.Tensor | None]]:
+        """The one forward pass: residual contributions (each (n, T, d)) and, with ``with_patterns``, the
+        attention patterns (otherwise fused attention and a list of None)."""
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.dtype not in (torch.int32, torch.int64):
             raise InputError(f"tokens must be an integer torch tensor (n, T), got {type(tokens).__name__} "
                              f"{getattr(tokens, 'dtype', '')} shape {tuple(getattr(tokens, 'shape', ()))}")
@@ -200,7 +208,7 @@ class DecoderLM(torch.nn.Module):
         stream = self.W_E[tokens]  # (n, T, d)
         contributions, patterns = {"embed": stream}, []
         for layer, block in enumerate(self.blocks):
-            attn_out, pattern = block.attention(stream, cos, sin)
+            attn_out, pattern = block.attention(stream, cos, sin, with_patterns)
             stream = stream + attn_out
             mlp_out = block.mlp(stream)
             stream = stream + mlp_out
@@ -215,7 +223,7 @@ class DecoderLM(torch.nn.Module):
 
     def attention_pattern(self, tokens: torch.Tensor) -> torch.Tensor:
         """Post-softmax attention (n_layers, n, H, T_query, T_key) (SPEC §7 attention paths)."""
-        return torch.stack(self._run(tokens)[1])
+        return torch.stack(self._run(tokens, with_patterns=True)[1])
 
     def logits_from_stream(self, stream: torch.Tensor) -> torch.Tensor:
         """Logits (..., V) from a final residual stream (..., d): ``W_U RMSNorm_final(stream)``."""
