@@ -159,7 +159,7 @@ def test_mixed_width_ensemble_trains_like_separate_members(optimizer, activation
         opt = make_opt(model.parameters())
         for _ in range(steps):
             opt.zero_grad()
-            member_losses(model, X, y)[0].sum().backward()
+            member_losses(model, X, y, backward=True)
             opt.step()
         return model
 
@@ -173,3 +173,21 @@ def test_mixed_width_ensemble_trains_like_separate_members(optimizer, activation
         # padding stays exactly zero
         assert torch.count_nonzero(together.W_E[k, :, m.d:]) == 0
         assert torch.count_nonzero(together.W_U[k, :, m.d:]) == 0
+
+
+@pytest.mark.parametrize("n, V, d", [(7, 5, 3), (300, 60, 64)])  # below and above GATHER_MIN_WORK
+def test_embedding_sum_by_gather_and_by_counts_agree_with_the_definition(n, V, d):
+    from ctxstair.models import cbow
+
+    gen = torch.Generator().manual_seed(0)
+    W_E = torch.randn(3, V, d, generator=gen, dtype=torch.float64, requires_grad=True)
+    X = torch.randint(V, (n, 4), generator=gen)
+    X[0] = X[0, 0]  # a token repeated within a sample counts once per occurrence
+    expected = torch.stack([sum(W_E[k, X[:, i]] for i in range(4)) for k in range(3)])
+    assert (n * V * d >= cbow.GATHER_MIN_WORK) == (n == 300)
+    got = cbow.embedding_sum(W_E, X)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+    weights = torch.randn(3, n, d, generator=gen, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((got * weights).sum(), W_E)
+    (grad_expected,) = torch.autograd.grad((expected * weights).sum(), W_E)
+    torch.testing.assert_close(grad, grad_expected, atol=1e-12, rtol=0)

@@ -28,8 +28,9 @@ class Ensemble(Protocol):
     """What the ensemble engine needs of a model kind: K stacked members as one ``torch.nn.Module``
     whose parameters carry the member axis first (``W_E`` (K, V, d) among them)."""
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """Logits (K, n, V) of every member for token ids X (n, L)."""
+    def forward(self, X: torch.Tensor, members: slice = slice(None)) -> torch.Tensor:
+        """Logits (k, n, V) of ``members`` (default all K; the engine runs groups of them) for token
+        ids X (n, L)."""
 
     def member_rows(self) -> list[dict]:
         """One row per member for ``members.csv``: seed, width, γ's and realised initial stds."""

@@ -72,9 +72,11 @@ class AttentionEnsemble(torch.nn.Module):
         """Attention a (K, n, L) of the last position over all positions, for token ids X (n, L)."""
         return attend(self.weights(), X, self.W_E, self.W_E, self.W_E, 1 / math.sqrt(self.d))[0]
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """Logits (K, n, V) for token ids X (n, L)."""
-        return attend(self.weights(), X, self.W_E, self.W_E, self.W_E, 1 / math.sqrt(self.d))[1]
+    def forward(self, X: torch.Tensor, members: slice = slice(None)) -> torch.Tensor:
+        """Logits (k, n, V) of ``members`` (default all K) for token ids X (n, L)."""
+        weights = {name: W[members] for name, W in self.weights().items()}
+        W_E = weights["W_E"]
+        return attend(weights, X, W_E, W_E, W_E, 1 / math.sqrt(self.d))[1]
 
     def weights(self) -> dict[str, torch.Tensor]:
         """Every parameter by name, each (K, ...)."""

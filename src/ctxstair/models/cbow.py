@@ -83,15 +83,9 @@ class CBOWEnsemble(torch.nn.Module):
             return self.lam[:, None, None] * self.E_fixed
         return super().__getattr__(name)
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """Logits (K, n, V) for token ids X (n, L)."""
-        # Σ_i w^E_{x_i} = N(X) @ W_E with the count matrix N_α(X): a dense matmul, faster to
-        # differentiate than a gather and deterministic on CPU.
-        W_E = self.W_E
-        counts = torch.zeros(X.shape[0], W_E.shape[1], dtype=W_E.dtype, device=W_E.device)
-        counts.scatter_add_(1, X, torch.ones_like(X, dtype=W_E.dtype))
-        h = counts @ W_E  # (K, n, d)
-        return self.sigma(h) @ self.W_U.transpose(1, 2)
+    def forward(self, X: torch.Tensor, members: slice = slice(None)) -> torch.Tensor:
+        """Logits (k, n, V) of ``members`` (default all K) for token ids X (n, L)."""
+        return self.sigma(embedding_sum(self.W_E[members], X)) @ self.W_U[members].transpose(1, 2)
 
     def member_rows(self) -> list[dict[str, float]]:
         """One row per member for ``members.csv``: seed, d, γ's and the realised standard deviation
@@ -101,6 +95,28 @@ class CBOWEnsemble(torch.nn.Module):
              "init_std_W_E": realised_std(self.W_E[k, :, : m.d]), "init_std_W_U": realised_std(self.W_U[k, :, : m.d])}
             for k, m in enumerate(self.members)
         ]
+
+
+#: Below this many multiply-adds per member (n · V · d), ``Σ_i w^E_{x_i}`` is a dense count matmul;
+#: from it on, a gather (benchmarks/ensemble.py measured both on the 2-core machine: at n · V · d =
+#: 33,600 the matmul is 2× faster, at 16.6 M the gather is 3.7× faster for one member).
+GATHER_MIN_WORK = 1 << 20
+
+
+def embedding_sum(W_E: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """``h = Σ_i w^E_{x_i}`` (K, n, d) for embeddings W_E (K, V, d) and token ids X (n, L) (SPEC §5).
+
+    Small problems use the count matrix, ``N(X) @ W_E``: one dense matmul, cheapest when per-call
+    overhead dominates. Large ones gather the L rows of each sample (``embedding`` over the K
+    stacked tables), which does L/(2V) of the matmul's work; both are deterministic on CPU and
+    agree up to rounding."""
+    K, V, d = W_E.shape
+    if X.shape[0] * V * d < GATHER_MIN_WORK:
+        counts = torch.zeros(X.shape[0], V, dtype=W_E.dtype, device=W_E.device)
+        counts.scatter_add_(1, X, torch.ones_like(X, dtype=W_E.dtype))
+        return counts @ W_E
+    offsets = torch.arange(K, device=X.device)[:, None, None] * V  # member k's rows start at k·V
+    return torch.nn.functional.embedding(X + offsets, W_E.reshape(K * V, d)).sum(dim=2)
 
 
 def fixed_directions(vocab_size: int, d: int, generator: torch.Generator, phi1: np.ndarray | None) -> torch.Tensor:

@@ -64,7 +64,9 @@ def gd_flow_distance(cfg: RunConfig, epochs: int) -> dict[str, Any]:
         states, member_loss = [], []
         start = time.perf_counter()
         for epoch in range(epochs + 1):
-            loss, _ = member_losses(model, X, y)
+            if optimizer is not None:  # gd: the update steps on the gradient this logged pass accumulates
+                optimizer.zero_grad()
+            loss, _ = member_losses(model, X, y, backward=optimizer is not None)
             states.append(torch.cat([model.W_E.detach().flatten(1), model.W_U.detach().flatten(1)], dim=1).clone())
             member_loss.append(loss.detach().numpy().copy())
             if epoch < epochs:

@@ -43,10 +43,16 @@ from ctxstair.train.schedule import snapshot_schedule
 
 #: Called as ``hook(epoch)`` at the start of every epoch; tests use it to interrupt a run.
 EpochHook = Callable[[int], None]
-#: Called as ``update(epoch, losses)`` to train for one epoch; ``losses`` (K,) is the epoch's
-#: full-batch forward pass (with its autograd graph), which full-batch steps reuse. Returns the
-#: number of gradient evaluations it took (1 for a full-batch step).
+#: Called as ``update(epoch, losses)`` to train for one epoch; ``losses`` (K,) are the epoch's logged
+#: full-batch losses, whose gradient a full-batch update finds already accumulated (the logged pass
+#: ran with ``member_losses(..., backward=True)``). Returns the number of gradient evaluations it took
+#: (1 for a full-batch step).
 EpochUpdate = Callable[[int, torch.Tensor], int]
+#: Activation memory of one forward-and-backward pass over a group of members. Members are run in
+#: groups that fit it instead of all at once: on the 2-core machine 32 staircase-add members
+#: (n = 1,600, V = 81, d = 128) took 0.7× the time of the whole ensemble in groups of 8–16
+#: (benchmarks/ensemble.py), while small models still run all together.
+PASS_BYTES = 32 << 20
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
     """``gd``/``sgd``: torch SGD (gd = full batch); ``adam``/``adamw``: torch Adam/AdamW; ``flow``:
     None (the ODE solver keeps no state between epochs; SPEC §5 "Training").
@@ -61,11 +67,31 @@ def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
     return optimizer(params, lr=t.lr, weight_decay=t.weight_decay)
 
 
-def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean cross-entropy loss (K,) and accuracy (K,) of every member on samples (X (n, L), y (n,))."""
-    logits = model(X)  # (K, n, V)
-    acc = (logits.argmax(dim=-1) == y).double().mean(dim=1)
-    return _mean_losses(logits, y), acc
+def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor,
+                  backward: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean cross-entropy loss (K,) and accuracy (K,) of every member on samples (X (n, L), y (n,)),
+    both detached. With ``backward``, the gradient of the summed losses is accumulated into the
+    parameters' ``.grad``, group by group (:func:`members_per_pass`): each group's backward pass runs
+    before the next group's forward, so only one group's activations are alive at a time."""
+    K = model.W_E.shape[0]
+    group = members_per_pass(model, X.shape[0])
+    losses, accs = [], []
+    for first in range(0, K, group):
+        logits = model(X, slice(first, first + group))  # (group, n, V)
+        loss = _mean_losses(logits, y)
+        if backward:
+            loss.sum().backward()
+        losses.append(loss.detach())
+        accs.append((logits.detach().argmax(dim=-1) == y).double().mean(dim=1))
+    return (losses[0], accs[0]) if len(losses) == 1 else (torch.cat(losses), torch.cat(accs))
+
+
+def members_per_pass(model: Ensemble, n: int) -> int:
+    """How many members one forward-and-backward pass over ``n`` samples takes: as many as fit
+    :data:`PASS_BYTES`, counting per member four (n, V) and four (n, d) activations (logits,
+    probabilities, hidden states and their gradients); at least one."""
+    K, V, d = model.W_E.shape
+    return max(1, min(K, PASS_BYTES // (4 * n * (V + d) * model.W_E.element_size())))
 
 
 def _mean_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -77,10 +103,8 @@ def _mean_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 # ------------------------------------------------------------------ one epoch per optimizer family
 
-def full_batch_step(optimizer: torch.optim.Optimizer, losses: torch.Tensor) -> int:
-    """One optimizer step on the summed full-batch losses (K,) of this epoch's forward pass; returns 1."""
-    optimizer.zero_grad()
-    losses.sum().backward()
+def full_batch_step(optimizer: torch.optim.Optimizer) -> int:
+    """One optimizer step on the full-batch gradient that this epoch's logged pass accumulated; returns 1."""
     optimizer.step()
     return 1
 
@@ -92,7 +116,7 @@ def minibatch_epoch(model: Ensemble, optimizer: torch.optim.Optimizer, X: torch.
     batches = torch.randperm(X.shape[0], generator=generator).split(batch_size)
     for idx in batches:
         optimizer.zero_grad()
-        member_losses(model, X[idx], y[idx])[0].sum().backward()
+        member_losses(model, X[idx], y[idx], backward=True)
         optimizer.step()
     return len(batches)
 
@@ -147,7 +171,7 @@ def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimiz
     """The update of one epoch for ``cfg.train`` (SPEC §5 "Training"), as ``update(epoch, losses)``.
 
     ``flow``: integrate the gradient flow from t = epoch·lr to (epoch+1)·lr (:func:`gradient_flow`);
-    full batch (``batch_size`` 0 or ≥ n): one step reusing ``losses`` (K,); otherwise one shuffled
+    full batch (``batch_size`` 0 or ≥ n): one step on the gradient of the logged pass; otherwise one shuffled
     minibatch pass (:func:`minibatch_epoch`). X (n, L), y (n,) are the training samples. The
     update returns the number of gradient evaluations it took.
     """
@@ -158,7 +182,7 @@ def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimiz
                                  atol=t.flow_atol, method=t.flow_method, weight_decay=t.weight_decay)
         return flow
     if reuses_forward(cfg, n):  # full batch: reuse this epoch's forward pass for the update
-        return lambda epoch, losses: full_batch_step(optimizer, losses)
+        return lambda epoch, losses: full_batch_step(optimizer)
     return lambda epoch, losses: minibatch_epoch(model, optimizer, X, y, t.batch_size, generator)
 
 
@@ -254,13 +278,15 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
             run.save_checkpoint(epoch, model, optimizer, batches)
             if cfg.snapshots.save:
                 run.save_snapshot(epoch, model)
+        if reuse_forward:
+            optimizer.zero_grad()
         with torch.set_grad_enabled(reuse_forward):
-            losses, accs = member_losses(model, X, y)
+            losses, accs = member_losses(model, X, y, backward=reuse_forward)
         rows += [{"member": k, "epoch": epoch, "loss": float(loss), "acc": float(acc)}
-                 for k, (loss, acc) in enumerate(zip(losses.detach(), accs))]
-        if not bool(torch.isfinite(losses.detach()).all()):
+                 for k, (loss, acc) in enumerate(zip(losses, accs))]
+        if not bool(torch.isfinite(losses).all()):
             raise _divergence(run, model, epoch, rows)
-        bar.set_postfix(loss=f"{float(losses.detach().mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
+        bar.set_postfix(loss=f"{float(losses.mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
         if epoch == cfg.train.epochs:
             break
         update(epoch, losses)
