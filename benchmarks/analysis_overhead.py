@@ -99,8 +99,9 @@ def language_model() -> None:
         run = Run(out, replace(cfg, analysis=replace(cfg.analysis, enabled=True)))
         analysis = _timed(lambda: analyse(run, ["lm_staircase"]))
         report = _timed(lambda: write_recipe_report(out))
+        snapshots = len(run.snapshot_times())
     print(f"\n`ctxstair lm train` at its defaults ({cfg.train.steps} steps, synthetic corpus, "
-          f"{len(run.snapshot_times())} snapshots):\n")
+          f"{snapshots} snapshots):\n")
     print("| step | seconds | fraction of training |\n|---|---|---|")
     print(f"| training (`--no-analysis`; snapshots are written) | {train:.2f} | 1.00 |")
     print(f"| **analysis (`lm_staircase`)** | {analysis:.2f} | {analysis / train:.3f} |")
