@@ -93,8 +93,8 @@ class RMSNorm(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.ones(d, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., d) -> (..., d)."""
-        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        """(..., d) -> (..., d); PyTorch's fused kernel of that formula."""
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
 def rotary_tables(max_seq_len: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -110,7 +110,7 @@ register(Recipe(
     name="lm-staircase", figure="SPEC §8 F7",
     expectation="ρ_next rises from ≈ 0 to an early peak and decays to a lower non-zero level; held-out prefix probe "
                 "below its shuffled control; early attention-path correlation",
-    cpu_time="≈ 5 min",
+    cpu_time="≈ 2 min",
     runs=lambda: {},
     conclude=conclude,
     trainer=train,
