@@ -47,10 +47,10 @@ def _step_times(cfg: DecoderConfig, n: int, T: int) -> tuple[float, float, float
     with torch.no_grad():
         gap = (ours(tokens) - llama(tokens).logits).abs().max().item()
 
-    def step_ours(optimizer):
+    def step_ours():
         next_token_loss(ours(tokens), tokens).backward()
 
-    def step_llama(optimizer):
+    def step_llama():
         llama(tokens, labels=tokens).loss.backward()
 
     runs = [(step_ours, torch.optim.AdamW(ours.parameters(), lr=3e-3), []),
@@ -59,7 +59,7 @@ def _step_times(cfg: DecoderConfig, n: int, T: int) -> tuple[float, float, float
         for step, optimizer, times in runs:
             start = time.perf_counter()
             optimizer.zero_grad()
-            step(optimizer)
+            step()
             optimizer.step()
             if i >= WARMUP:
                 times.append(time.perf_counter() - start)

@@ -18,10 +18,10 @@ indices, so the order of ``v_1, v_2`` does not matter.) Hence, fitted perfectly,
 is at least the order-1 score, and the comparison of interest is by how much it is higher.
 
 **Two fits of the same Adam run.** ``method="fast"`` (the default) runs the order-1 fit in float32
-with the gradient of the Pearson r written out in closed form (:func:`_order1_gradient`), about
-three times faster than ``method="reference"``, which differentiates the float64 forward pass with
-autograd. Both start from the same probes and take the same Adam steps, so they differ by rounding
-only (held-out scores within 1e-3 on the recipes' runs; a test compares them). Order m ≥ 2 is
+with the gradient of the Pearson r written out in closed form (:func:`_order1_gradient`), 4–5 times
+faster than ``method="reference"``, which differentiates the float64 forward pass with autograd.
+Both start from the same probes and take the same Adam steps, so they differ by rounding only
+(held-out scores within 5e-4 on every snapshot of the paper recipes' runs; tests compare them). Order m ≥ 2 is
 always fitted by the reference path.
 """
 
@@ -196,14 +196,14 @@ def _fit_order1_fast(phi: torch.Tensor, target: torch.Tensor, train: torch.Tenso
     centred = full - ((weights * full).sum(dim=(-2, -1)) / count)[..., None, None]
     weighted_target = weights * centred
     target_var = (weighted_target * centred).sum(dim=(-2, -1))
-    fittable = (~_is_constant(target, train))[..., None, None].float()  # (S, folds, 1, 1, 1)
+    fittable = (~_is_constant(target, train))[..., None].float()  # (S, folds, 1, 1)
 
     project = (lambda v: v - v.mean(dim=-1, keepdim=True)) if zero_mean else (lambda v: v)
     param = start[..., 0, :].float().clone()  # (S, folds, R, P)
     optimizer = torch.optim.Adam([param], lr=lr)
     for _ in range(steps):
         gradient = _order1_gradient(Phi, project(param), weights, weighted_target, target_var, count)
-        param.grad = -project(gradient) * fittable[..., 0]
+        param.grad = -project(gradient) * fittable
         optimizer.step()
     return _best_restart(phi, target, train, project(param.double())[..., None, :], rows, cols)
 

@@ -34,7 +34,7 @@ def order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray,
 def stacked_order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray, tokens: np.ndarray,
                          activation: str, coeffs=(), power: int = 2) -> list[list[dict]]:
     """:func:`order_shares` of K models, W_E and W_U (K, V, d) (e.g. every snapshot of a run): the
-    autograd gradients of all K are taken in one batched pass; one list of rows per model."""
+    autograd gradients are taken for many models per batched pass; one list of rows per model."""
     if activation == "monomial":
         activation, coeffs = "poly", [0.0] * (power - 1) + [1.0]
     W_E, W_U = np.asarray(W_E, dtype=np.float64), np.asarray(W_U, dtype=np.float64)
