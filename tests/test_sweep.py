@@ -152,7 +152,9 @@ def test_no_analysis_sweep_has_training_numbers_only(tmp_path):
     (["sweep", "staircase-add", "--grid", "model.d=8,16", "--set", "model.d=8"],
      "model.d given both as --grid and as --set"),
     (["sweep", "staircase-add", "--grid", "model.d=8,-1"], "model.d must be >= 1"),
-    (["sweep", "lm-staircase", "--grid", "train.lr=0.1,1"], "cannot be swept"),
+    (["sweep", "init-scaling", "--grid", "model.d=8,16"], "cannot be swept"),
+    (["sweep", "lm-staircase", "--grid", "train.lr=0.1,-1"], "train.lr must be > 0"),
+    (["sweep", "lm-staircase", "--grid", "train.lr=0.1,1", "--seeds", "2"], "--seeds is not available"),
     (["sweep", "staircase-add"], "at least one --grid"),
     (["sweep", "staircase-add", "--grid", "model.d=8", "--workers", "0"], "--workers must be >= 1"),
     (["sweep", "staircase-add", "--grid", "model.d=8", "--device", "cuda:7"], "train.device=cuda:7"),
@@ -185,3 +187,43 @@ def test_report_command_rebuilds_a_sweep(local_sweep, tmp_path, capsys):
     assert read_csv(out / "sweep.csv") == read_csv(local_sweep / "sweep.csv")
     assert (out / "figures" / "phase_epochs.png").is_file()
     assert np.isfinite(float(read_csv(out / "sweep.csv")[0]["order0_peak"]))
+
+
+#: A tiny language model on a slice of the synthetic corpus (≈ 3 s a cell), ρ_next only.
+LM_SMALL = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.head_dim": 8, "model.d_mlp": 32,
+            "corpus.window": 16, "corpus.vocab_size": 300, "corpus.max_tokens": 20000, "train.steps": 60,
+            "train.batch_size": 8, "snapshots.log_points": 6, "snapshots.every": 20, "analysis.measures": "rho_next"}
+
+
+def test_lm_sweep_cells_are_lm_runs_with_rho_next_numbers(tmp_path):
+    """Each cell of an lm-staircase sweep is the `ctxstair run lm-staircase` of its overrides, and its
+    sweep.csv row is the course of ρ_next read back from that cell's alignment.csv by hand."""
+    out = run_sweep("lm-staircase", tmp_path / "sweep", {"train.lr": [0.003, 0.03]}, LM_SMALL, workers=2)
+    rows = read_csv(out / "sweep.csv")
+    assert [r["train.lr"] for r in rows] == ["0.003", "0.03"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == [
+        "phase_peak_step.png", "phase_rho_next.png", "phase_training.png", "rho_next_curves.png"]
+    for row in rows:
+        cell = out / "cells" / row["cell"]
+        series = sorted((int(r["epoch"]), float(r["pearson"])) for r in read_csv(cell / "alignment.csv"))
+        steps, rho = zip(*series)
+        peak = int(np.argmax(rho))
+        val = {r["step"]: r["val_loss"] for r in map(__import__("json").loads, (cell / "metrics.jsonl").open())
+               if "val_loss" in r}
+        assert int(row["rho_peak_step"]) == steps[peak] and float(row["rho_peak"]) == rho[peak]
+        assert float(row["rho_init"]) == rho[0] and float(row["rho_end"]) == rho[-1]
+        assert float(row["decay_fraction"]) == pytest.approx((rho[peak] - rho[-1]) / rho[peak])
+        assert float(row["peak_fraction"]) == pytest.approx(steps[peak] / steps[-1])
+        assert float(row["val_loss_end"]) == val[steps[-1]] and float(row["val_loss_at_peak"]) == val[steps[peak]]
+        assert float(row["train_seconds"]) > 0
+        assert not (cell / "lm_analysis.csv").exists()  # analysis.measures=rho_next: nothing else measured
+    # the larger learning rate gets further in the same steps
+    assert float(rows[1]["val_loss_end"]) < float(rows[0]["val_loss_end"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (__import__("os").cpu_count() or 1) // 2))
+    try:
+        reference = run_recipe("lm-staircase", tmp_path / "ref", {**LM_SMALL, "train.lr": 0.03}, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert member_rows(out / "cells" / "train.lr=0.03")[0] | {"train_seconds": None} == \
+        member_rows(reference)[0] | {"train_seconds": None}

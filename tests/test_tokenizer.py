@@ -136,3 +136,27 @@ def test_a_tokenizer_with_a_normaliser_is_encoded_in_one_call():
     tok = TextTokenizer(word_level)
     assert not tok._splits_at_newlines
     assert tok.encode("A b\nB a", max_tokens=3).size == 3
+
+
+def test_word_level_tokenizer_keeps_frequent_words_whole(text):
+    words = TextTokenizer.train_words(text, vocab_size=300)
+    ids = words.encode("After Monday comes TUESDAY qwertyzz .")
+    strings = [words.token_string(int(i)) for i in ids]
+    assert strings == ["after", "monday", "comes", "tuesday", "[UNK]", "."]  # lower-cased; unknown -> [UNK]
+    assert words.word_token_id("Monday") == ids[1] and words.word_token_id("qwertyzz") is None
+    assert list(words.word_like(ids)) == [True, True, True, True, False, False]
+    # the most frequent pieces keep their ids: every word of the synthetic grammar is known
+    counts = {}
+    for piece in text.lower().split():
+        counts[piece] = counts.get(piece, 0) + 1
+    assert all(words.word_token_id(w) is not None for w in sorted(counts, key=counts.get)[-100:])
+    assert TextTokenizer.train_words(text, vocab_size=300).tokenizer.to_str() == words.tokenizer.to_str()
+
+
+def test_word_level_encoding_in_pieces_equals_one_call(text, monkeypatch):
+    words = TextTokenizer.train_words(text, vocab_size=300)
+    whole = np.asarray(words.tokenizer.encode(text, add_special_tokens=False).ids)
+    monkeypatch.setattr("ctxstair.lm.tokenizer.PIECE_CHARS", 10_000)  # many pieces
+    assert words._splits_at_newlines
+    np.testing.assert_array_equal(words.encode(text), whole)
+    np.testing.assert_array_equal(words.encode(text, max_tokens=1234), whole[:1234])

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from ctxstair import numerics
+from ctxstair.errors import InputError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -24,10 +25,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     semantics = commands.add_parser("semantics", help="word-group structure (numbers, weekdays, ...) in a "
                                     "corpus's next-token signatures")
     semantics.add_argument("corpus", help="synthetic, a fetched corpus name, or a .txt file or folder")
-    semantics.add_argument("--tokenizer", choices=("bpe", "gpt2"), default="bpe",
-                           help="byte-level BPE trained on the corpus, or the fetched GPT-2 vocabulary")
-    semantics.add_argument("--vocab-size", type=int, default=2000, help="BPE vocabulary size")
+    semantics.add_argument("--tokenizer", choices=("bpe", "word", "gpt2"), default="bpe",
+                           help="byte-level BPE trained on the corpus, its most frequent lower-cased words, "
+                                "or the fetched GPT-2 vocabulary")
+    semantics.add_argument("--vocab-size", type=int, default=2000, help="BPE or word vocabulary size")
     semantics.add_argument("--min-count", type=int, default=5, help="leave out words seen fewer times")
+    semantics.add_argument("--permutations", type=int, default=1000,
+                           help="draws of the permutation null (chance level, p-value) per group")
+    semantics.add_argument("--bootstrap", type=int, default=200, metavar="B",
+                           help="bootstrap corpora (blocks of tokens drawn with replacement) for the 95%% interval; "
+                                "0: none")
+    semantics.add_argument("--block-tokens", type=int, default=1000, help="tokens per bootstrap block")
+    semantics.add_argument("--seed", type=int, default=0, help="seed of the permutations and the bootstrap")
+    semantics.add_argument("--model", default=None, metavar="SOURCE",
+                           help="also score the input embeddings of a model (its last checkpoint): an LM run "
+                                "directory, a Hugging Face directory, a .gguf file or a fetched model (smollm2)")
     semantics.add_argument("--out", type=Path, default=None, help="output directory (default runs/semantics-<corpus>)")
     semantics.add_argument("--force", action="store_true", help="replace an existing output directory")
     numerics.add_reproducible_option(semantics)
@@ -56,26 +68,65 @@ def cmd_data_list(_: argparse.Namespace) -> None:
 
 
 def cmd_semantics(args: argparse.Namespace) -> None:
-    """Score and draw the word-group structure of a corpus; write semantics.json and the figure."""
+    """Score and draw the word-group structure of a corpus's next-token signatures (and of a
+    model's input embeddings with ``--model``) against chance, with intervals; write
+    semantics.json, report.md and the figures."""
+    from ctxstair.config.lm import CorpusConfig
     from ctxstair.io import atomic_write_text, fresh_output_dir
     from ctxstair.lm.corpus import load_text
-    from ctxstair.lm.semantics import group_structure, summary_lines
+    from ctxstair.lm.semantics import embedding_structure, group_structure, report_markdown, summary_lines
     from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.lm.windows import build_tokenizer
     from ctxstair.report.figures import save_figure
-    from ctxstair.report.semantics_figures import semantics_figure
+    from ctxstair.report.semantics_figures import scores_figure, semantics_figure
 
-    # The GPT-2 files are checked before the corpus is read, so a missing fetch fails at once.
+    for option, value, smallest in [("--permutations", args.permutations, 0), ("--bootstrap", args.bootstrap, 0),
+                                    ("--block-tokens", args.block_tokens, 1), ("--seed", args.seed, 0)]:
+        if value < smallest:
+            raise InputError(f"{option} must be an integer >= {smallest}, got {value}")
+    # Everything that can be refused cheaply is checked before the corpus is read and tokenised:
+    # the GPT-2 files, then the model (loaded once: its last checkpoint).
     gpt2 = TextTokenizer.gpt2() if args.tokenizer == "gpt2" else None
+    checkpoint = _last_checkpoint(args.model) if args.model is not None else None
     text = load_text(args.corpus)
-    tokenizer = gpt2 or TextTokenizer.train_bpe(text, args.vocab_size)
-    result = group_structure(text, tokenizer, min_count=args.min_count)
+    tokenizer = gpt2 or build_tokenizer(CorpusConfig(tokenizer=args.tokenizer, vocab_size=args.vocab_size), text)
+    result = group_structure(text, tokenizer, min_count=args.min_count, n_permutations=args.permutations,
+                             bootstrap=args.bootstrap, block_tokens=args.block_tokens, seed=args.seed)
+    embeddings = None
+    if checkpoint is not None:
+        embeddings = embedding_structure(checkpoint.W_E, checkpoint.tokenizer, n_permutations=args.permutations,
+                                         seed=args.seed)
+        embeddings.update(model=args.model, checkpoint=checkpoint.name, step=checkpoint.step)
     name = Path(args.corpus).stem or "corpus"
-    tokens = "GPT-2 tokens" if gpt2 else f"byte-level BPE, {tokenizer.vocab_size} tokens"
+    tokens = "GPT-2 tokens" if gpt2 else (f"{'word-level' if args.tokenizer == 'word' else 'byte-level BPE'}, "
+                                          f"{tokenizer.vocab_size} tokens")
     out = args.out or Path("runs") / f"semantics-{name}"
+    figures = ["semantics.png", "semantics-scores.png"] + (["semantics-embeddings.png"] if embeddings else [])
     with fresh_output_dir(out, force=args.force) as staging:
-        info = dict(corpus=args.corpus, tokenizer=args.tokenizer, **result)
+        info = dict(corpus=args.corpus, tokenizer=args.tokenizer, tokenizer_description=tokens, **result)
+        if embeddings is not None:
+            info.update(model=args.model, embeddings=embeddings)
         atomic_write_text(staging / "semantics.json", json.dumps(info, indent=2) + "\n")
-        figure = semantics_figure(result, f"next-token signatures of word groups: {name} ({tokens})")
-        save_figure(figure, staging / "figures" / "semantics.png")
-    print("\n".join(summary_lines(result)))
-    print(f"wrote {out / 'semantics.json'} and {out / 'figures' / 'semantics.png'}")
+        atomic_write_text(staging / "report.md", report_markdown(info, embeddings))
+        save_figure(semantics_figure(result, f"next-token signatures of word groups: {name} ({tokens})"),
+                    staging / "figures" / "semantics.png")
+        save_figure(scores_figure(result, f"word-group structure against chance: {name}\n({tokens})"
+                                  + (f" and {args.model} embeddings" if embeddings else ""), embeddings),
+                    staging / "figures" / "semantics-scores.png")
+        if embeddings is not None:
+            save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {args.model} "
+                                         f"({checkpoint.name}, {embeddings['dim']} dimensions)"),
+                        staging / "figures" / "semantics-embeddings.png")
+    print("\n".join(summary_lines(result, embeddings)))
+    print(f"wrote {out / 'semantics.json'}, {out / 'report.md'} and "
+          f"{', '.join(str(out / 'figures' / f) for f in figures)}")
+
+
+def _last_checkpoint(source: str):
+    """The last checkpoint of ``source`` (:func:`ctxstair.lm.hf.iter_checkpoints`)."""
+    from ctxstair.lm.hf import iter_checkpoints
+
+    last = None
+    for last in iter_checkpoints(source):  # noqa: B007 -- the loop keeps the last one only
+        pass
+    return last

@@ -16,14 +16,16 @@ from ctxstair.errors import InputError
 from ctxstair.models.decoder import DecoderConfig
 from ctxstair.models.decoder_hf import decoder_config_from_hf
 
-TOKENIZERS = ("bpe", "gpt2")
+TOKENIZERS = ("bpe", "word", "gpt2")
 
 
 @dataclass
 class CorpusConfig:
     """Text and tokens (SPEC §7, §10): ``source`` as :func:`ctxstair.lm.corpus.load_text`
-    (``synthetic``, a fetched corpus name, or a path); a BPE of ``vocab_size`` trained on it or
-    GPT-2's vocabulary; windows of ``window`` tokens; at most ``max_tokens`` tokens (0: all)."""
+    (``synthetic``, a fetched corpus name, a path, or several joined by ``+``); ``tokenizer``: a
+    byte-level BPE of ``vocab_size`` trained on it (``bpe``), its ``vocab_size`` most frequent
+    lower-cased words (``word``), or GPT-2's vocabulary (``gpt2``); windows of ``window`` tokens;
+    at most ``max_tokens`` tokens (0: all)."""
 
     source: str = "synthetic"
     tokenizer: str = "bpe"
@@ -83,9 +85,16 @@ class LMSnapshotConfig:
 class LMAnalysisConfig:
     """F7 measurements (SPEC §7): ``k`` eligible tokens, the probe's held-out token fraction and
     steps, and how many windows the attention and path analyses read. ``probe``: ``fast`` or
-    ``reference``, how the probe's Adam steps are computed (:func:`ctxstair.lm.analysis.prefix_probe`)."""
+    ``reference``, how the probe's Adam steps are computed (:func:`ctxstair.lm.analysis.prefix_probe`).
+    ``measures``: ``all``, or ``rho_next`` for ρ_next alone (about a second per run: what a sweep
+    searching for the staircase needs; the probe, attention-path and path-share analyses cost
+    seconds per snapshot)."""
+
+    #: Values of ``measures``.
+    MEASURES: ClassVar[tuple[str, ...]] = ("all", "rho_next")
 
     enabled: bool = True
+    measures: str = "all"
     k: int = 200
     heldout_fraction: float = 0.25
     probe: str = "fast"
@@ -127,6 +136,7 @@ class LMConfig:
                 raise InputError(f"{key} must be in [0, 1), got {value}")
         check_device_name("train.device", self.train.device)
         check_key_choice("analysis.probe", self.analysis.probe, PROBE_METHODS)
+        check_key_choice("analysis.measures", self.analysis.measures, LMAnalysisConfig.MEASURES)
         self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
         return self
 

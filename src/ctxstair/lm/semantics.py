@@ -1,24 +1,36 @@
-"""Semantic structure that a corpus's next-token statistics already carry (SPEC §7, "Corpus semantics").
+"""Semantic structure of word groups in a corpus's next-token statistics and in a model's input
+embeddings, each against chance and with its uncertainty (SPEC §7, "Corpus semantics").
 
 For word groups with a known structure (:data:`~ctxstair.lm.corpus.SYNTHETIC_GROUPS` by default)
 :func:`group_structure` takes each word's next-token signature ``φ^{y;nt}_w(ν) = P(x_{s+1} = ν | x_s = w)``
-over the whole corpus and scores how well the structure shows:
+over the whole corpus, and :func:`embedding_structure` a model's input-embedding row of each word,
+and both score how well the structure shows:
 
 * ``ordered`` groups (numbers): ``|Spearman|`` between each word's coordinate on the first principal
-  component of the group's signatures and its listed order (1 = the path is in order);
+  component of the group's vectors and its listed order (1 = the path is in order);
 * ``cyclic`` groups (weekdays, months): the fraction of cyclically adjacent pairs (last → first
   included) that are neighbours in the angular order around the centroid in the PC1–PC2 plane
-  (1 = the cycle is recovered; a random arrangement scores ``2 / (n − 1)`` on average);
+  (1 = the cycle is recovered);
 * ``category`` groups (colours, family roles, ...): the silhouette of the category labels over the
-  signatures of all category words, with cosine distance (overall and per category; > 0 means
+  vectors of all category words, with cosine distance (overall and per category; > 0 means
   words are closer to their own category than to the nearest other one).
 
+**Chance** is computed, not assumed: a permutation null per group, the same score with the listed
+order of the words (ordered, cyclic) or the category labels (categories) randomly permuted
+(``n_permutations`` times, seeded). ``chance`` is the null mean, ``p_value`` the one-sided
+``(1 + #{null ≥ observed}) / (1 + n_permutations)``. (For a cycle of n words the null mean is
+``2 / (n − 1)``; for an ordered group it is ``E|ρ_s|`` of a random permutation, ≈ 0.19 for 20 words.)
+
+**Uncertainty.** For signatures, a block bootstrap over the corpus (:func:`group_structure`); for
+embeddings, which are fixed numbers, no confidence interval but a leave-one-word-out range
+(:func:`embedding_structure`).
+
 A word counts when it is a single token, as written or capitalised ("may", "May": real text
-capitalises names of days, months and countries; both spellings' pairs are pooled), and occurs at
-least ``min_count`` times; other words are reported as missing with the reason. PCA is of the raw
-signatures (probability rows), as SPEC §7 states it.
-:func:`ctxstair.report.semantics_figures.semantics_figure` draws the PCA pictures;
-``ctxstair semantics CORPUS`` writes both.
+capitalises names of days, months and countries; both spellings are pooled), and, for
+signatures, occurs at least ``min_count`` times; other words are reported as missing with the
+reason. PCA is of the raw vectors (signature probability rows, embedding rows), as SPEC §7 states
+it. :mod:`ctxstair.report.semantics_figures` draws the pictures; ``ctxstair semantics CORPUS
+[--model SOURCE]`` writes them with ``semantics.json`` and ``report.md``.
 """
 
 from __future__ import annotations
@@ -26,49 +38,79 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.spatial.distance import pdist, squareform
-from scipy.stats import spearmanr
 
-from ctxstair.alignment.pca import pca
 from ctxstair.errors import InputError
 from ctxstair.lm.corpus import SYNTHETIC_GROUPS, WordGroup
 from ctxstair.lm.tokenizer import TextTokenizer
-from ctxstair.signatures import next_token_signature
 
 #: The number each kind of group is scored by (the key ``measure`` of its result).
 MEASURES = {"ordered": "|Spearman(PC1, order)|", "cyclic": "cycle neighbours recovered",
             "category": "silhouette (cosine)"}
+#: What each kind of group is expected to show (SPEC §7), for the report.
+EXPECTATIONS = {"ordered": "a path in the listed order", "cyclic": "a cycle in the listed order",
+                "category": "a cluster of its own"}
+
+
+# --- signatures: the corpus -------------------------------------------------------------------
 
 
 def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordGroup] = SYNTHETIC_GROUPS,
-                    min_count: int = 5) -> dict:
-    """Score the structure of each word group in the next-token signatures of ``text``.
+                    min_count: int = 5, *, n_permutations: int = 1000, bootstrap: int = 200,
+                    block_tokens: int = 1000, seed: int = 0) -> dict:
+    """Score the structure of each word group in the next-token signatures of ``text`` (SPEC §7),
+    with a permutation null and a block-bootstrap confidence interval.
+
+    **Bootstrap: what is resampled and why.** The encoded corpus is cut into blocks of
+    ``block_tokens`` consecutive tokens; the pair ``(x_s, x_{s+1})`` belongs to the block of
+    ``s``. A bootstrap corpus draws as many blocks, uniformly with replacement, and its counts are
+    the sum of the drawn blocks' counts; the whole measurement — the ``min_count`` filter, the
+    signatures, PCA, the score — is repeated on it. Blocks rather than single pairs are drawn
+    because adjacent-token pairs are not independent: within a sentence, a verse or a passage
+    (one about months, say) the pairs share a topic and follow one another, so resampling pairs
+    would treat them as independent evidence and make the interval too narrow. The interval is
+    the percentile 95 % interval of the replicates whose score is defined (``bootstrap.defined``
+    says how many, ``bootstrap.mean`` gives their mean). The scores are not linear in the counts:
+    sampling noise in a word's signature blurs an order or a cluster, so a resampled corpus
+    tends to score lower than the corpus (and the corpus lower than unlimited text of its kind).
+    Where this bias is large the point lies outside (mostly above) its percentile interval; the
+    printout and the report flag it. Affordable: the pairs whose first token is a group word are counted once per
+    block into a sparse (blocks × cells) matrix over the (word, next token) cells that occur; a
+    replicate is one sparse product with the vector of block multiplicities — nothing is
+    re-tokenised.
 
     Args:
         text: the corpus, encoded whole with ``tokenizer``; every adjacent token pair counts.
         groups: name -> :class:`~ctxstair.lm.corpus.WordGroup`.
         min_count: a word whose tokens occur fewer times (with a next token) is left out.
+        n_permutations: draws of the permutation null per group (0: no null).
+        bootstrap: B, the number of bootstrap corpora (0: no interval).
+        block_tokens: tokens per bootstrap block.
+        seed: seeds the permutations and the bootstrap (independent streams).
 
     Returns:
-        A JSON-ready dict: ``n_tokens``, ``vocab_size``; ``groups``: name -> {``kind``,
-        ``measure``, ``value`` (None when undefined: fewer than 3 words in an ordered or cyclic
-        group, fewer than 2 in a category, or fewer than 2 such categories), ``words`` (those
-        used), ``counts``, ``missing`` (word -> reason), and for ordered / cyclic groups with 3 or
-        more words ``pca`` (n, 2) and ``explained`` (2,), plus ``p_value`` (of the rank
-        correlation) or ``chance`` (the random-arrangement level)}; ``categories``:
-        {``silhouette``, ``words``, ``labels``, ``pca``, ``explained``} over the words of all
-        categories with 2 or more words.
+        A JSON-ready dict: ``n_tokens``, ``vocab_size``, ``null`` {``n_permutations``, ``seed``},
+        ``bootstrap`` {``replicates``, ``block_tokens``, ``n_blocks``, ``seed``}; ``groups``:
+        name -> {``kind``, ``measure``, ``value`` (None when undefined: fewer than 3 words in an
+        ordered or cyclic group, fewer than 2 in a category, or fewer than 2 such categories),
+        ``chance`` and ``p_value`` (None when undefined or without a null), ``ci`` ([low, high]
+        or None), ``bootstrap`` {``replicates``, ``defined``, ``mean``}, ``words`` (those used), ``counts``,
+        ``missing`` (word -> reason), for ordered / cyclic groups with 3 or more words ``pca``
+        (n, 2) and ``explained`` (2,), for cyclic groups ``chance_closed_form`` = 2/(n−1)};
+        ``categories``: the same score keys for the silhouette over the words of all categories
+        with 2 or more words, with ``silhouette`` (= ``value``), ``words``, ``labels``, ``pca``,
+        ``explained``.
     """
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise InputError(f"min_count must be a positive integer, got {min_count!r}")
-    for name, group in groups.items():
-        if group.kind not in MEASURES:
-            raise InputError(f"group {name!r} has kind {group.kind!r}; choose from {', '.join(MEASURES)}")
+    _check_counts(min_count=min_count, n_permutations=n_permutations, bootstrap=bootstrap)
+    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or block_tokens < 1:
+        raise InputError(f"block_tokens must be a positive integer, got {block_tokens!r}")
+    _check_groups(groups)
     ids = tokenizer.encode(text)
     if ids.size < 2:
         raise InputError("the corpus has fewer than 2 tokens: no next-token pairs to count")
     V = tokenizer.vocab_size
-    counts = np.bincount(ids[:-1], minlength=V)  # occurrences that have a next token
+    occurrences = np.bincount(ids[:-1], minlength=V)  # occurrences that have a next token
 
     found: dict[str, dict[str, list[int]]] = {}  # group -> word -> its tokens
     missing: dict[str, dict[str, str]] = {}
@@ -76,7 +118,7 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
         found[name], missing[name] = {}, {}
         for word in group.words:
             tokens = _word_tokens(tokenizer, word)
-            total = int(counts[tokens].sum()) if tokens else 0
+            total = int(occurrences[tokens].sum()) if tokens else 0
             if not tokens:
                 missing[name][word] = "not a single token"
             elif total < min_count:
@@ -84,70 +126,353 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
             else:
                 found[name][word] = tokens
 
-    all_tokens = np.unique([t for words in found.values() for tokens in words.values() for t in tokens])
-    signatures = {}
-    if all_tokens.size:
-        # (k, V); the corpus is one window
-        phi = next_token_signature(ids[None, :], V, tokens=all_tokens.astype(np.int64))
-        row = {int(t): i for i, t in enumerate(all_tokens)}
-        for words in found.values():
-            for word, tokens in words.items():
-                # A word spelled by several tokens (" may", " May") pools their pairs: weight by counts.
-                weights = counts[tokens].astype(np.float64)
-                signatures[word] = weights @ phi[[row[t] for t in tokens]] / weights.sum()
+    rows = list(dict.fromkeys(w for words in found.values() for w in words))  # one row per word
+    tokens_of = {w: tokens for words in found.values() for w, tokens in words.items()}
+    counts = BlockBigramCounts(ids, [tokens_of[w] for w in rows], block_tokens)
+    listed = {name: list(found[name]) for name in groups}
+    kinds = {name: group.kind for name, group in groups.items()}
 
-    result: dict = {"n_tokens": int(ids.size), "vocab_size": int(V), "groups": {}}
+    def measure(cell_counts: np.ndarray, full: bool) -> dict:
+        dense, totals = counts.dense(cell_counts)
+        keep = totals >= min_count  # all True for the corpus itself
+        vectors = {w: dense[i] / totals[i] for i, w in enumerate(rows) if keep[i]}
+        used = {name: [w for w in words if w in vectors] for name, words in listed.items()}
+        return _score_groups(vectors, used, kinds, keep_geometry=full)
+
+    point = measure(counts.cells_total, full=True)
+    seeds = np.random.SeedSequence(seed).spawn(2)
+    _add_nulls(point, kinds, n_permutations, np.random.default_rng(seeds[0]))
+
+    replicates: dict[str, list[float]] = {key: [] for key in [*groups, "categories"]}
+    if bootstrap and counts.n_blocks >= 2:
+        for cells in counts.resample(bootstrap, np.random.default_rng(seeds[1])):
+            scores = measure(cells, full=False)
+            for key in replicates:
+                value = scores["categories" if key == "categories" else "groups"]
+                value = value["value"] if key == "categories" else value[key]["value"]
+                if value is not None:
+                    replicates[key].append(value)
+
+    result: dict = {"n_tokens": int(ids.size), "vocab_size": int(V),
+                    "null": {"n_permutations": n_permutations, "seed": seed},
+                    "bootstrap": {"replicates": bootstrap, "block_tokens": block_tokens,
+                                  "n_blocks": counts.n_blocks, "seed": seed},
+                    "groups": {}}
+    total_of = dict(zip(rows, counts.totals(counts.cells_total).tolist()))
     for name, group in groups.items():
-        words = list(found[name])
-        entry = {"kind": group.kind, "measure": MEASURES[group.kind], "value": None, "words": words,
-                 "counts": [int(counts[found[name][w]].sum()) for w in words], "missing": missing[name]}
-        if group.kind != "category" and len(words) >= 3:
-            coords, explained = pca(np.stack([signatures[w] for w in words]), 2)
-            entry.update(pca=coords.tolist(), explained=explained.tolist())
-            if group.kind == "ordered":
-                rho = spearmanr(coords[:, 0], np.arange(len(words)))
-                entry.update(value=_finite(abs(rho.statistic)), p_value=_finite(rho.pvalue))
-            else:
-                entry.update(value=_cycle_recovered(coords), chance=min(1.0, 2 / (len(words) - 1)))
+        entry = {"kind": group.kind, "measure": MEASURES[group.kind], **point["groups"][name],
+                 "counts": [int(total_of[w]) for w in point["groups"][name]["words"]], "missing": missing[name]}
+        entry.update(_interval(entry["value"], replicates[name], bootstrap))
         result["groups"][name] = entry
-    result["categories"] = _categories(result["groups"], signatures)
+    result["categories"] = {**point["categories"], **_interval(point["categories"]["value"],
+                                                               replicates["categories"], bootstrap)}
     return result
 
 
-def _word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:
-    """The single tokens that spell ``word`` as written and capitalised ("may", "May"), each
-    preferring the form with a leading space (see :meth:`TextTokenizer.word_token_id`)."""
-    tokens = [tokenizer.word_token_id(spelling) for spelling in dict.fromkeys((word, word.capitalize()))]
-    return list(dict.fromkeys(t for t in tokens if t is not None))
+class BlockBigramCounts:
+    """Counts of the pairs ``(x_s, x_{s+1})`` whose first token belongs to given rows (words),
+    per block of ``block_tokens`` consecutive positions ``s``, kept sparse.
+
+    Args:
+        ids: (N,) the encoded corpus.
+        row_tokens: per row (word), the token ids pooled into it (a token may serve several rows).
+        block_tokens: L; the pair at position ``s`` belongs to block ``s // L``.
+
+    Attributes:
+        n_blocks: ``ceil((N − 1) / L)``.
+        columns: (C,) the next tokens that follow any row's token somewhere, ascending.
+        cells: (K,) flat indices ``row · C + column`` of the (row, next token) cells that occur.
+        by_block: sparse (n_blocks, K) counts of each cell in each block.
+        cells_total: (K,) counts over the whole corpus.
+    """
+
+    def __init__(self, ids: np.ndarray, row_tokens: list[list[int]], block_tokens: int):
+        ids = np.asarray(ids, dtype=np.int64)
+        self.n_rows = len(row_tokens)
+        self.n_blocks = max(1, math.ceil((ids.size - 1) / block_tokens))
+        pair_token = np.array([t for tokens in row_tokens for t in tokens], dtype=np.int64)
+        pair_row = np.array([r for r, tokens in enumerate(row_tokens) for _ in tokens], dtype=np.int64)
+        order = np.argsort(pair_token, kind="stable")
+        pair_token, pair_row = pair_token[order], pair_row[order]
+        first = ids[:-1]
+        positions = np.flatnonzero(np.isin(first, pair_token))
+        # Expand each position into one entry per row its token serves (usually exactly one).
+        left = np.searchsorted(pair_token, first[positions], side="left")
+        right = np.searchsorted(pair_token, first[positions], side="right")
+        repeats = right - left
+        entry = np.repeat(left - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
+        positions = np.repeat(positions, repeats)
+        rows = pair_row[entry]
+        self.columns, column = np.unique(ids[positions + 1], return_inverse=True)
+        C = max(1, self.columns.size)
+        self.n_columns = C
+        flat = rows * C + column
+        self.cells, cell = np.unique(flat, return_inverse=True)
+        block = positions // block_tokens
+        self.by_block = sp.csr_matrix((np.ones(flat.size), (block, cell)),
+                                      shape=(self.n_blocks, self.cells.size))
+        self.by_block.sum_duplicates()
+        self.cells_total = np.asarray(self.by_block.sum(axis=0)).ravel()
+
+    def totals(self, cell_counts: np.ndarray) -> np.ndarray:
+        """(rows,) the pair count of each row from (K,) cell counts."""
+        return np.bincount(self.cells // self.n_columns, weights=cell_counts, minlength=self.n_rows)
+
+    def dense(self, cell_counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, C) counts and (rows,) totals from (K,) cell counts."""
+        dense = np.zeros(self.n_rows * self.n_columns)
+        dense[self.cells] = cell_counts
+        dense = dense.reshape(self.n_rows, self.n_columns)
+        return dense, dense.sum(axis=1)
+
+    def resample(self, replicates: int, rng: np.random.Generator, chunk: int = 25):
+        """Yield ``replicates`` bootstrap cell-count vectors (K,): ``n_blocks`` blocks drawn
+        uniformly with replacement, their counts summed (one sparse product per chunk)."""
+        by_cell = self.by_block.T.tocsr()  # (K, n_blocks)
+        for start in range(0, replicates, chunk):
+            size = min(chunk, replicates - start)
+            draws = rng.multinomial(self.n_blocks, np.full(self.n_blocks, 1 / self.n_blocks), size=size)
+            yield from np.asarray(by_cell @ draws.T.astype(np.float64)).T
 
 
-def _cycle_recovered(coords: np.ndarray) -> float:
-    """Fraction of listed-order neighbours (last → first included) that are neighbours in the
-    angular order of the points around their centroid (PCA coordinates are centred)."""
+def _interval(value: float | None, replicates: list[float], bootstrap: int) -> dict:
+    """The percentile 95 % interval of the defined replicates, their count and mean."""
+    ci, mean = None, None
+    if value is not None and replicates:
+        low, high = np.percentile(replicates, [2.5, 97.5])
+        ci, mean = [float(low), float(high)], float(np.mean(replicates))
+    return {"ci": ci, "bootstrap": {"replicates": bootstrap, "defined": len(replicates), "mean": mean}}
+
+
+# --- embeddings: a model ------------------------------------------------------------------------
+
+
+def embedding_structure(W_E: np.ndarray, tokenizer: TextTokenizer, groups: dict[str, WordGroup] = SYNTHETIC_GROUPS,
+                        *, n_permutations: int = 1000, seed: int = 0) -> dict:
+    """Score the same structures on a model's input-embedding rows of the group words, with the
+    same permutation null as :func:`group_structure` (SPEC §7).
+
+    A word's vector is the mean of the embedding rows of its single-token spellings (as written
+    and capitalised, each preferring a leading space), so it uses every word the model's
+    vocabulary spells in one token, whatever a corpus holds; there is no ``min_count``.
+
+    **Interval.** None in the sense of a confidence interval: the embedding matrix is fixed, so
+    there is no sampling of text to repeat (a bootstrap over the corpus does not apply), and a
+    bootstrap over words would draw duplicate words, which breaks an order or a cycle. What can
+    vary is which words were listed, so ``leave_one_out`` gives the range [min, max] of the score
+    with each word in turn left out (for categories, each category word): how much the score
+    rests on a single word. Whether the score is above chance is the permutation ``p_value``.
+
+    Args:
+        W_E: (V', d) input-embedding rows, indexed by the tokenizer's ids (padding rows ignored).
+        tokenizer: the model's own tokenizer.
+        groups: name -> :class:`~ctxstair.lm.corpus.WordGroup`.
+        n_permutations, seed: the permutation null.
+
+    Returns:
+        A JSON-ready dict: ``dim``, ``null``; ``groups``: name -> {``kind``, ``measure``,
+        ``value``, ``chance``, ``p_value``, ``ci`` (always None), ``leave_one_out`` ([min, max] or
+        None), ``words``, ``missing``, and ``pca`` / ``explained`` as for signatures};
+        ``categories`` as for signatures.
+    """
+    _check_counts(n_permutations=n_permutations)
+    _check_groups(groups)
+    W_E = np.asarray(W_E)
+    if W_E.ndim != 2 or W_E.shape[0] < 1:
+        raise InputError(f"W_E must be a (V, d) matrix, got shape {W_E.shape}")
+    vectors: dict[str, np.ndarray] = {}
+    listed, missing = {}, {}
+    for name, group in groups.items():
+        listed[name], missing[name] = [], {}
+        for word in group.words:
+            tokens = _word_tokens(tokenizer, word)
+            if tokens and max(tokens) >= W_E.shape[0]:
+                raise InputError(f"the tokenizer spells {word!r} as token {max(tokens)}, beyond the "
+                                 f"{W_E.shape[0]} embedding rows: tokenizer and embeddings do not match")
+            if tokens:
+                vectors[word] = W_E[tokens].astype(np.float64).mean(axis=0)
+                listed[name].append(word)
+            else:
+                missing[name][word] = "not a single token"
+    kinds = {name: group.kind for name, group in groups.items()}
+    point = _score_groups(vectors, listed, kinds, keep_geometry=True)
+    _add_nulls(point, kinds, n_permutations, np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0]))
+
+    # Leave one word out: the groups (and categories) each word's removal changes.
+    category_words = point["categories"]["words"]
+    ranges: dict[str, list[float]] = {key: [] for key in [*groups, "categories"]}
+    for word in dict.fromkeys(w for words in listed.values() for w in words):
+        fewer = {name: [w for w in words if w != word] for name, words in listed.items()}
+        scores = _score_groups(vectors, fewer, kinds, keep_geometry=False)
+        for name in groups:
+            if (word in listed[name] or (kinds[name] == "category" and word in category_words)) \
+                    and scores["groups"][name]["value"] is not None:
+                ranges[name].append(scores["groups"][name]["value"])
+        if word in category_words and scores["categories"]["value"] is not None:
+            ranges["categories"].append(scores["categories"]["value"])
+
+    def loo(key: str, value: float | None) -> dict:
+        rng = ranges[key]
+        return {"ci": None, "leave_one_out": [float(min(rng)), float(max(rng))] if rng and value is not None else None}
+
+    result: dict = {"dim": int(W_E.shape[1]), "vocab_size": int(tokenizer.vocab_size),
+                    "null": {"n_permutations": n_permutations, "seed": seed}, "groups": {}}
+    for name, group in groups.items():
+        entry = {"kind": group.kind, "measure": MEASURES[group.kind], **point["groups"][name],
+                 "missing": missing[name]}
+        result["groups"][name] = {**entry, **loo(name, entry["value"])}
+    result["categories"] = {**point["categories"], **loo("categories", point["categories"]["value"])}
+    return result
+
+
+# --- scores and their permutation null ----------------------------------------------------------
+
+
+def _score_groups(vectors: dict[str, np.ndarray], used: dict[str, list[str]], kinds: dict[str, str],
+                  keep_geometry: bool) -> dict:
+    """Score every group from the vectors of its used words (in listed order).
+
+    Returns {``groups``: name -> {``value``, ``words``, + with ``keep_geometry``: ``pca``,
+    ``explained`` and the private ``_coords`` (n, 2)}, ``categories``: {``value``,
+    ``silhouette``, ``words``, ``labels``, ``pca``, ``explained``, ``_D``}}; private keys (``_``)
+    feed :func:`_add_nulls` and are removed there.
+    """
+    groups: dict = {}
+    for name, words in used.items():
+        entry: dict = {"value": None, "words": list(words)}
+        if kinds[name] != "category" and len(words) >= 3:
+            coords, explained = _pca2(np.stack([vectors[w] for w in words]))
+            order = np.arange(len(words))
+            entry["value"] = float(ordered_score(coords[:, 0], order) if kinds[name] == "ordered"
+                                   else cyclic_score(coords, order))
+            if keep_geometry:
+                entry.update(pca=coords.tolist(), explained=explained.tolist(), _coords=coords)
+        groups[name] = entry
+    names = [name for name, words in used.items() if kinds[name] == "category" and len(words) >= 2]
+    words = [w for name in names for w in used[name]]
+    labels = [name for name in names for _ in used[name]]
+    categories: dict = {"value": None, "silhouette": None, "words": words, "labels": labels}
+    if len(names) >= 2:
+        X = np.stack([vectors[w] for w in words])
+        D = squareform(pdist(X, metric="cosine"))
+        overall, per_category = category_scores(D, np.array(labels), names)
+        for name, value in zip(names, per_category):
+            groups[name]["value"] = _finite(value)
+        categories.update(value=_finite(overall), silhouette=_finite(overall))
+        if keep_geometry:
+            coords, explained = _pca2(X)
+            categories.update(pca=coords.tolist(), explained=explained.tolist(), _D=D, _names=names)
+    return {"groups": groups, "categories": categories}
+
+
+def _add_nulls(point: dict, kinds: dict[str, str], n_permutations: int, rng: np.random.Generator) -> None:
+    """Add ``chance`` and ``p_value`` (and ``chance_closed_form`` for cycles) to every scored
+    group of :func:`_score_groups`'s result, in place, from ``n_permutations`` random listings
+    (ordered, cyclic) or labellings (categories); drop the private keys."""
+    for name, entry in point["groups"].items():
+        entry.update(chance=None, p_value=None)
+        coords = entry.pop("_coords", None)
+        if kinds[name] == "cyclic" and coords is not None:
+            entry["chance_closed_form"] = min(1.0, 2 / (len(coords) - 1))
+        if coords is None or not n_permutations:
+            continue
+        orders = _permutations(len(coords), n_permutations, rng)
+        null = ordered_score(coords[:, 0], orders) if kinds[name] == "ordered" else cyclic_score(coords, orders)
+        entry.update(permutation_test(entry["value"], null))
+    categories = point["categories"]
+    categories.update(chance=None, p_value=None)
+    D, names = categories.pop("_D", None), categories.pop("_names", None)
+    if D is None or not n_permutations:
+        return
+    labels = np.array(categories["labels"])
+    shuffled = _permutations(len(labels), n_permutations, rng)
+    null = [category_scores(D, labels[order], names) for order in shuffled]
+    categories.update(permutation_test(categories["value"], np.array([overall for overall, _ in null])))
+    per_category = np.array([values for _, values in null])  # (n_permutations, categories)
+    for i, name in enumerate(names):
+        point["groups"][name].update(permutation_test(point["groups"][name]["value"], per_category[:, i]))
+
+
+def _permutations(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """(count, n) independent uniformly random permutations of 0..n−1."""
+    return rng.permuted(np.broadcast_to(np.arange(n), (count, n)), axis=1)
+
+
+def permutation_test(observed: float | None, null: np.ndarray) -> dict:
+    """Chance level and one-sided p-value of a score against its permutation null.
+
+    Args:
+        observed: the score (None: undefined).
+        null: (m,) scores of random permutations; NaN entries (undefined) are dropped.
+
+    Returns:
+        {``chance``: the null mean, ``p_value``: ``(1 + #{null ≥ observed}) / (1 + m)``} (a
+        1e-12 tolerance counts ties as ≥); both None when the score is undefined.
+    """
+    null = np.asarray(null, dtype=np.float64)
+    null = null[np.isfinite(null)]
+    if observed is None or null.size == 0:
+        return {"chance": None, "p_value": None}
+    p = (1 + np.count_nonzero(null >= observed - 1e-12)) / (1 + null.size)
+    return {"chance": float(null.mean()), "p_value": float(p)}
+
+
+def ordered_score(pc1: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``|Spearman(pc1, order)|`` for one listing or many.
+
+    Args:
+        pc1: (n,) the words' first principal coordinates, in listed order.
+        order: (..., n) the rank each word gets: ``arange(n)`` for the listed order, a
+            permutation of it for the null.
+
+    Returns:
+        (...,) float64: |Pearson correlation| of the ranks of ``pc1`` (ties averaged) with
+        ``order`` — Spearman's ρ since ``order`` has no ties. 0 when ``pc1`` is constant.
+    """
+    from scipy.stats import rankdata
+
+    ranks = rankdata(pc1)
+    ranks = ranks - ranks.mean()
+    order = np.asarray(order, dtype=np.float64)
+    centred = order - order.mean(axis=-1, keepdims=True)
+    denominator = np.sqrt((ranks**2).sum() * (centred**2).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.abs(centred @ ranks) / denominator
+    return np.where(denominator > 0, rho, 0.0)
+
+
+def cyclic_score(coords: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Fraction of listed neighbours (last → first included) that are neighbours in the angular
+    order of the points around their centroid, for one listing or many.
+
+    Args:
+        coords: (n, 2) PCA coordinates (centred), in listed order.
+        order: (..., n) a listing: ``order[..., i]`` is the word at place i of the cycle
+            (``arange(n)``: as listed).
+
+    Returns:
+        (...,) float64 in [0, 1]; a random listing scores ``2 / (n − 1)`` on average (n ≥ 3).
+    """
     n = len(coords)
     position = np.empty(n, dtype=np.int64)
-    position[np.argsort(np.arctan2(coords[:, 1], coords[:, 0]))] = np.arange(n)
-    gap = (position - np.roll(position, -1)) % n  # word i vs word i+1 (mod n) on the ring
-    return float(np.mean((gap == 1) | (gap == n - 1)))
+    position[np.argsort(np.arctan2(coords[:, 1], coords[:, 0]), kind="stable")] = np.arange(n)
+    on_ring = position[np.asarray(order)]
+    gap = (on_ring - np.roll(on_ring, -1, axis=-1)) % n  # place i vs place i+1 (mod n) on the ring
+    return np.mean((gap == 1) | (gap == n - 1), axis=-1)
 
 
-def _categories(groups: dict, signatures: dict[str, np.ndarray]) -> dict:
-    """Silhouette of all category words together (cosine distance); fills each category group's
-    ``value`` with its own members' mean silhouette. A category with fewer than two words in the
-    corpus shows no cluster and is left out."""
-    names = [name for name, entry in groups.items() if entry["kind"] == "category" and len(entry["words"]) >= 2]
-    words = [w for name in names for w in groups[name]["words"]]
-    labels = [name for name in names for _ in groups[name]["words"]]
-    summary = {"silhouette": None, "words": words, "labels": labels}
-    if len(names) < 2:
-        return summary
-    X = np.stack([signatures[w] for w in words])
-    s = silhouette_samples(squareform(pdist(X, metric="cosine")), np.array(labels))
-    for name in names:
-        groups[name]["value"] = _finite(s[np.array(labels) == name].mean())
-    coords, explained = pca(X, 2)
-    summary.update(silhouette=_finite(s.mean()), pca=coords.tolist(), explained=explained.tolist())
-    return summary
+def category_scores(D: np.ndarray, labels: np.ndarray, names: list[str]) -> tuple[float, np.ndarray]:
+    """Mean silhouette overall and of each category's members.
+
+    Args:
+        D: (n, n) distances; labels: (n,) category of each word; names: the categories, in order.
+
+    Returns:
+        (overall, (len(names),) per-category means); NaN for a category without members.
+    """
+    s = silhouette_samples(D, labels)
+    per_category = np.array([s[labels == name].mean() if np.any(labels == name) else np.nan for name in names])
+    return float(s.mean()), per_category
 
 
 def silhouette_samples(D: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -177,26 +502,196 @@ def silhouette_samples(D: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.where((sizes[index] > 1) & np.isfinite(s), s, 0.0)
 
 
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _check_counts(**values: int) -> None:
+    for name, value in values.items():
+        smallest = 1 if name == "min_count" else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
+            what = "a positive" if smallest else "a non-negative"
+            raise InputError(f"{name} must be {what} integer, got {value!r}")
+
+
+def _check_groups(groups: dict[str, WordGroup]) -> None:
+    for name, group in groups.items():
+        if group.kind not in MEASURES:
+            raise InputError(f"group {name!r} has kind {group.kind!r}; choose from {', '.join(MEASURES)}")
+
+
+def _word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:
+    """The single tokens that spell ``word`` as written and capitalised ("may", "May"), each
+    preferring the form with a leading space (see :meth:`TextTokenizer.word_token_id`)."""
+    tokens = [tokenizer.word_token_id(spelling) for spelling in dict.fromkeys((word, word.capitalize()))]
+    return list(dict.fromkeys(t for t in tokens if t is not None))
+
+
+def _pca2(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """PCA of the rows of ``X`` (n, F) on two components, as
+    :func:`~ctxstair.alignment.pca.pca` (centred rows; each component's sign fixed so that its
+    largest-magnitude loading is positive), computed from the n × n Gram matrix of the centred
+    rows: much faster when F ≫ n (a signature has a column per next token; every bootstrap
+    replicate repeats this). The corpus and its replicates go through this one routine, so
+    identical counts give identical scores even where components are degenerate.
+
+    Returns:
+        coords (n, 2) and the fraction of variance of each component (2,).
+    """
+    centred = X - X.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred @ centred.T)
+    top = np.argsort(values, kind="stable")[::-1][:2]
+    values = np.where(values > 1e-12 * max(values.max(), 0.0), values, 0.0)  # rounding noise of a null direction
+    scale = np.sqrt(values[top])
+    coords = vectors[:, top] * scale
+    loadings = (centred.T @ vectors[:, top]).T  # (2, F), each ∝ its component's direction
+    signs = np.sign(loadings[np.arange(2), np.abs(loadings).argmax(axis=1)])
+    coords = coords * np.where(signs == 0, 1.0, signs)
+    total = values.sum()
+    return coords, (scale**2 / total if total > 0 else np.zeros(2))
+
+
 def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def summary_lines(result: dict) -> list[str]:
-    """One line per group (its score, words used, chance level or p-value) and one for all
-    categories together, as printed by ``ctxstair semantics``."""
-    lines = []
-    for name, entry in result["groups"].items():
-        used, listed = len(entry["words"]), len(entry["words"]) + len(entry["missing"])
-        extra = f", chance {entry['chance']:.2f}" if "chance" in entry else ""
-        extra += f", p = {entry['p_value']:.2g}" if entry.get("p_value") is not None else ""
-        lines.append(f"{name:12s} {entry['kind']:9s} {entry['measure']:27s} = {format_score(entry['value'])}"
-                     f"  ({used}/{listed} words{extra})")
-    categories = result["categories"]
-    lines.append(f"{'categories':12s} {'all':9s} {MEASURES['category']:27s} = {format_score(categories['silhouette'])}"
-                 f"  ({len(categories['words'])} words, {len(set(categories['labels']))} groups)")
-    return lines
+# --- text: the printout and the report ----------------------------------------------------------
 
 
 def format_score(value: float | None) -> str:
     """A score with three decimals, or ``n/a`` when it could not be measured."""
     return "  n/a" if value is None else f"{value:.3f}"
+
+
+def _entries(result: dict) -> list[tuple[str, str, dict]]:
+    """(name, kind, entry) for every group and for all categories together."""
+    rows = [(name, entry["kind"], entry) for name, entry in result["groups"].items()]
+    return rows + [("categories", "all", result["categories"])]
+
+
+def _outside(entry: dict) -> bool:
+    """Whether the point lies outside its bootstrap interval (a biased bootstrap)."""
+    return bool(entry.get("ci")) and not entry["ci"][0] <= entry["value"] <= entry["ci"][1]
+
+
+def _interval_text(entry: dict) -> str:
+    if entry.get("ci"):
+        return f"[{entry['ci'][0]:.2f}, {entry['ci'][1]:.2f}]" + ("!" if _outside(entry) else "")
+    if entry.get("leave_one_out"):
+        return f"1-out [{entry['leave_one_out'][0]:.2f}, {entry['leave_one_out'][1]:.2f}]"
+    return "—"
+
+
+def _words_text(name: str, entry: dict) -> str:
+    if name == "categories":
+        return f"{len(entry['words'])} words, {len(set(entry['labels']))} groups"
+    return f"{len(entry['words'])}/{len(entry['words']) + len(entry['missing'])} words"
+
+
+def verdict(entry: dict) -> str:
+    """``holds`` when the 95 % interval lies above chance (signatures) or, without an interval,
+    when p < 0.05 (embeddings); ``weak`` when p < 0.05 but the interval reaches chance; ``no``
+    otherwise; ``n/a`` when undefined."""
+    if entry.get("value") is None or entry.get("chance") is None:
+        return "n/a"
+    significant = entry["p_value"] is not None and entry["p_value"] < 0.05
+    if entry.get("ci"):
+        if entry["ci"][0] > entry["chance"] and significant:
+            return "holds"
+        return "weak" if significant else "no"
+    return "holds" if significant else "no"
+
+
+def summary_lines(result: dict, embeddings: dict | None = None) -> list[str]:
+    """The table ``ctxstair semantics`` prints: per group (and for all categories together) one
+    line for the signatures and, with ``embeddings``, one for the model's embeddings — score,
+    chance, 95 % CI (or the leave-one-out range), p, verdict, words used / listed — then a line
+    of word counts (signatures) and of the words left out."""
+    header = (f"{'group':11s} {'measure':27s} {'source':10s} {'score':>6s} {'chance':>6s} {'95% CI':>18s} "
+              f"{'p':>6s} {'verdict':7s} words")
+    lines = [header]
+    sources = [("signatures", result)] + ([("embeddings", embeddings)] if embeddings is not None else [])
+    for name, _kind, _ in _entries(result):
+        for i, (source, res) in enumerate(sources):
+            entry = res["categories"] if name == "categories" else res["groups"][name]
+            measure = MEASURES["category"] if name == "categories" else entry["measure"]
+            chance = "   n/a" if entry.get("chance") is None else f"{entry['chance']:6.3f}"
+            p = "   n/a" if entry.get("p_value") is None else f"{entry['p_value']:6.3f}"
+            lines.append(f"{name if i == 0 else '':11s} {measure if i == 0 else '':27s} {source:10s} "
+                         f"{format_score(entry['value']):>6s} {chance} {_interval_text(entry):>18s} {p} "
+                         f"{verdict(entry):7s} {_words_text(name, entry)}")
+        if name != "categories":
+            entry = result["groups"][name]
+            counts = ", ".join(f"{w} {c}" for w, c in zip(entry["words"], entry["counts"]))
+            left_out = "; ".join(f"{w}: {why}" for w, why in entry["missing"].items())
+            lines.append(f"{'':11s} counts: {counts or '—'}" + (f"; left out: {left_out}" if left_out else ""))
+            if embeddings is not None and embeddings["groups"][name]["missing"]:
+                lines.append(f"{'':11s} not in the model's vocabulary as one token: "
+                             f"{', '.join(embeddings['groups'][name]['missing'])}")
+    if any(_outside(entry) for _, _, entry in _entries(result)):
+        lines.append("! the score lies outside its bootstrap interval: resampled corpora score differently on "
+                     "average (counting noise blurs the structure); see bootstrap.mean in semantics.json")
+    return lines
+
+
+def report_markdown(info: dict, embeddings: dict | None = None) -> str:
+    """``report.md`` of ``ctxstair semantics``: the setting, then each structure's numbers in
+    words next to what SPEC §7 expects, for the signatures and (if given) the embeddings, and a
+    table. ``info`` is :func:`group_structure`'s result with ``corpus``, ``tokenizer`` (optionally
+    ``tokenizer_description``) and, with embeddings, ``model`` added."""
+    tokens = info.get("tokenizer_description", info["tokenizer"])
+    lines = [f"# Corpus semantics: {info['corpus']}", "",
+             f"Corpus `{info['corpus']}`, {info['n_tokens']:,} tokens ({tokens}). Next-token signatures "
+             f"of each word; chance = mean of {info['null']['n_permutations']} random permutations of the order or "
+             f"labels (seed {info['null']['seed']}); 95 % interval = percentile interval over "
+             f"{info['bootstrap']['replicates']} bootstrap corpora of {info['bootstrap']['n_blocks']} blocks of "
+             f"{info['bootstrap']['block_tokens']} tokens each."]
+    if embeddings is not None:
+        lines += ["", f"Embeddings: input-embedding rows of `{info['model']}` ({embeddings['dim']} dimensions, its own "
+                      "tokenizer), the same null; no confidence interval (the matrix is fixed), the range with one "
+                      "word left out instead."]
+    lines += ["", "## Structures", ""]
+    for name, kind, _ in _entries(info):
+        expect = EXPECTATIONS["category"] if name == "categories" else EXPECTATIONS[kind]
+        label = "all categories together" if name == "categories" else f"{name} ({kind})"
+        parts = []
+        for source, res in [("signatures", info)] + ([("embeddings", embeddings)] if embeddings else []):
+            entry = res["categories"] if name == "categories" else res["groups"][name]
+            parts.append(f"{source}: {_sentence(entry)}")
+        lines.append(f"* **{label}** — expected: {expect}. " + " ".join(parts))
+    lines += ["", "| group | source | measure | score | chance | 95 % CI | p | verdict | words used / listed |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, _, _ in _entries(info):
+        for source, res in [("signatures", info)] + ([("embeddings", embeddings)] if embeddings else []):
+            entry = res["categories"] if name == "categories" else res["groups"][name]
+            measure = MEASURES["category"] if name == "categories" else entry["measure"]
+            chance = "n/a" if entry.get("chance") is None else f"{entry['chance']:.3f}"
+            p = "n/a" if entry.get("p_value") is None else f"{entry['p_value']:.3f}"
+            score = format_score(entry["value"]).strip()
+            lines.append(f"| {name} | {source} | {measure.replace('|', '&#124;')} | {score} | {chance} "
+                         f"| {_interval_text(entry)} | {p} | {verdict(entry)} | {_words_text(name, entry)} |")
+    lines += ["", "## Words and counts (signatures)", ""]
+    for name, entry in info["groups"].items():
+        counts = ", ".join(f"{w} {c}" for w, c in zip(entry["words"], entry["counts"])) or "none"
+        left_out = "; ".join(f"{w} ({why})" for w, why in entry["missing"].items())
+        lines.append(f"* {name}: {counts}" + (f". Left out: {left_out}" if left_out else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _sentence(entry: dict) -> str:
+    if entry.get("value") is None:
+        return "not measurable (too few words)."
+    text = f"{entry['value']:.2f}"
+    if entry.get("ci"):
+        text += f" (95 % CI {entry['ci'][0]:.2f} to {entry['ci'][1]:.2f}"
+        if _outside(entry):
+            text += (f"; the point lies outside it: resampled corpora average {entry['bootstrap']['mean']:.2f}, "
+                     "counting noise shifts this score")
+        text += ")"
+    elif entry.get("leave_one_out"):
+        text += f" (one word left out: {entry['leave_one_out'][0]:.2f} to {entry['leave_one_out'][1]:.2f})"
+    if entry.get("chance") is None:
+        return text + "."
+    words = {"holds": "above chance: the structure holds",
+             "weak": "p < 0.05 but the interval reaches chance: weak",
+             "no": "not distinguishable from chance"}[verdict(entry)]
+    return f"{text} vs chance {entry['chance']:.2f}, p = {entry['p_value']:.3f}: {words}."

@@ -1,8 +1,10 @@
 """Tokenizers for the language-model measurements (SPEC §7, §10).
 
-:class:`TextTokenizer` wraps a Hugging Face ``tokenizers.Tokenizer`` from one of three places:
+:class:`TextTokenizer` wraps a Hugging Face ``tokenizers.Tokenizer`` from one of four places:
 
 * :meth:`TextTokenizer.train_bpe` — a byte-level BPE trained on the corpus at a chosen size;
+* :meth:`TextTokenizer.train_words` — a lower-cased word-level vocabulary of the corpus's most
+  frequent words and punctuation runs, with ``[UNK]`` for the rest;
 * :meth:`TextTokenizer.gpt2` — the real GPT-2 vocabulary (``ctxstair data fetch gpt2-vocab``);
 * :meth:`TextTokenizer.from_pretrained_dir` / :meth:`TextTokenizer.from_transformers` — the
   tokenizer of a model (a Hugging Face model directory, or a loaded ``transformers`` tokenizer).
@@ -26,7 +28,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
@@ -41,6 +43,8 @@ _PIECE_END = re.compile(r"(?<=\S)\n(?=\S)")
 # What a tokenizer may put before a word to mark a preceding space: a plain space (byte-level
 # BPE, decoded), SentencePiece's "▁", or GPT-2's raw "Ġ" where no decoder maps it back.
 _SPACE_MARKERS = (" ", "\u2581", "\u0120")
+#: The out-of-vocabulary token of :meth:`TextTokenizer.train_words`.
+UNKNOWN = "[UNK]"
 
 
 class TextTokenizer:
@@ -61,18 +65,29 @@ class TextTokenizer:
                 if the text has fewer pairs worth merging.
             min_frequency: a pair must occur this often to be merged.
         """
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
-            raise InputError(f"vocab_size must be an integer >= 257 (256 bytes + merges), got {vocab_size!r}")
-        if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
-            raise InputError(f"min_frequency must be a positive integer, got {min_frequency!r}")
-        if not text:
-            raise InputError("cannot train a tokenizer on empty text")
+        _check_training_args(text, vocab_size, min_frequency)
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
         tokenizer.train_from_iterator(text.splitlines(keepends=True), trainer)
+        return cls(tokenizer)
+
+    @classmethod
+    def train_words(cls, text: str, vocab_size: int, min_frequency: int = 2) -> TextTokenizer:
+        """Word-level tokenizer trained on ``text``: lower-cased words and runs of punctuation
+        (``\\w+|[^\\w\\s]+``) are the tokens; the ``vocab_size - 1`` most frequent ones seen at
+        least ``min_frequency`` times keep their own id and every other piece becomes ``[UNK]``
+        (id 0). A word is then one token wherever it occurs, so its next-token statistics are
+        counted over all its occurrences, at the price of text that does not round-trip."""
+        _check_training_args(text, vocab_size, min_frequency)
+        tokenizer = Tokenizer(models.WordLevel(unk_token=UNKNOWN))
+        tokenizer.normalizer = normalizers.Lowercase()
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+                                            special_tokens=[UNKNOWN])
+        tokenizer.train_from_iterator(text.splitlines(), trainer)
         return cls(tokenizer)
 
     @classmethod
@@ -149,10 +164,13 @@ class TextTokenizer:
     def _splits_at_newlines(self) -> bool:
         """Whether encoding may be split after a newline followed by a non-space character: no
         normaliser and only byte-level pre-tokenization (optionally after a regex split or digit
-        splitting), without an added prefix space."""
+        splitting), without an added prefix space; or lower-casing and whitespace pre-tokenization
+        (:meth:`train_words`), which never joins characters across whitespace."""
         spec = json.loads(self.tokenizer.to_str())
         pre = spec.get("pre_tokenizer") or {}
         steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+        if [step.get("type") for step in steps] == ["Whitespace"]:
+            return (spec.get("normalizer") or {}).get("type", "Lowercase") == "Lowercase"
         return (spec.get("normalizer") is None and any(step.get("type") == "ByteLevel" for step in steps)
                 and all(step.get("type") in ("ByteLevel", "Split", "Digits") for step in steps)
                 and not any(step.get("add_prefix_space") for step in steps))
@@ -174,12 +192,27 @@ class TextTokenizer:
 
     def word_token_id(self, word: str) -> int | None:
         """The single token that spells ``" " + word`` (preferred) or ``word``; None if the
-        tokenizer splits both."""
+        tokenizer splits both or knows the word only as its unknown token."""
         for spelling in (" " + word, word):
             ids = self.tokenizer.encode(spelling, add_special_tokens=False).ids
-            if len(ids) == 1:
+            if len(ids) == 1 and ids[0] != self._unknown_id:
                 return ids[0]
         return None
+
+    @functools.cached_property
+    def _unknown_id(self) -> int | None:
+        """The id of the model's unknown token (word-level and SentencePiece vocabularies), if any."""
+        unknown = json.loads(self.tokenizer.to_str())["model"].get("unk_token")
+        return self.tokenizer.token_to_id(unknown) if unknown else None
+
+
+def _check_training_args(text: str, vocab_size: int, min_frequency: int) -> None:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
+        raise InputError(f"vocab_size must be an integer >= 257, got {vocab_size!r}")
+    if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
+        raise InputError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+    if not text:
+        raise InputError("cannot train a tokenizer on empty text")
 
 
 def _strip_space_marker(token: str) -> str:

@@ -17,8 +17,12 @@ from ctxstair.lm.tokenizer import TextTokenizer
 
 
 def build_tokenizer(cfg: CorpusConfig, text: str) -> TextTokenizer:
-    """A byte-level BPE of ``cfg.vocab_size`` trained on ``text``, or GPT-2's vocabulary (SPEC §10)."""
-    return TextTokenizer.gpt2() if cfg.tokenizer == "gpt2" else TextTokenizer.train_bpe(text, cfg.vocab_size)
+    """The tokenizer ``cfg.tokenizer`` names (SPEC §10): a byte-level BPE of ``cfg.vocab_size``
+    trained on ``text``, a word-level vocabulary of that size, or GPT-2's vocabulary."""
+    if cfg.tokenizer == "gpt2":
+        return TextTokenizer.gpt2()
+    train = TextTokenizer.train_words if cfg.tokenizer == "word" else TextTokenizer.train_bpe
+    return train(text, cfg.vocab_size)
 
 
 def make_windows(ids: np.ndarray, window: int) -> np.ndarray:

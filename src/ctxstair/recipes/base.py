@@ -78,6 +78,9 @@ class Recipe:
     #: overrides, resume, force)`` trains into ``out`` (a run directory with a ``config.yaml`` naming
     #: the recipe) and returns its config; ``runs()`` returns ``{}``.
     trainer: Callable[[Path, dict[str, Any], bool, bool], Any] | None = None
+    #: A trainer recipe's checked config for a set of overrides (InputError on a bad one); a sweep
+    #: checks every cell with it before anything is written, and only such recipes can be swept.
+    configure: Callable[[dict[str, Any]], Any] | None = None
 
 
 _RECIPES: dict[str, Recipe] = {}

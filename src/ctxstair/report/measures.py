@@ -95,3 +95,32 @@ def probe_rise(per_member: list[dict]) -> tuple[float, float, bool | None]:
     before = [p["probe_collinear"] for p in per_member]
     noise = max(before) - min(before)
     return rise, noise, bool(rise > noise) if len(per_member) >= MIN_SEEDS else None
+
+
+#: The numbers of :func:`rho_next_course`, in ``sweep.csv`` order.
+RHO_NEXT_NUMBERS = ("rho_init", "rho_peak", "rho_peak_step", "peak_fraction", "peak_rise", "rho_end",
+                    "decay_fraction", "val_loss_at_peak", "val_loss_end")
+
+
+def rho_next_course(run_dir: Path) -> dict:
+    """The course of ρ_next (SPEC §7) in an analysed LM run directory: ``steps`` (S,) and ``rho``
+    (S,) from ``alignment.csv`` (Pearson, signature ``next_token``), ``val_steps`` and ``val_loss``
+    from ``metrics.jsonl``, and the numbers of :data:`RHO_NEXT_NUMBERS`:
+
+    ``rho_init`` (step 0), ``rho_peak`` and ``rho_peak_step`` (the largest value and its step),
+    ``peak_fraction`` (that step over the run's last step), ``peak_rise`` (peak − init), ``rho_end``,
+    ``decay_fraction`` ((peak − end) / peak: how far ρ_next falls back, as a fraction of the peak),
+    ``val_loss_at_peak`` and ``val_loss_end`` (held-out loss at the peak's snapshot and at the end).
+    """
+    steps, rho = rundir.alignment_series(rundir.read_alignment(run_dir), "next_token", 0)
+    rows = rundir.read_metric_rows(run_dir)
+    val = dict(sorted((r["step"], r["val_loss"]) for r in rows if "val_loss" in r))
+    peak = int(np.nanargmax(rho))
+    course = {"steps": steps, "rho": rho, "val_steps": np.array(list(val)), "val_loss": np.array(list(val.values()))}
+    course.update(rho_init=float(rho[0]), rho_peak=float(rho[peak]), rho_peak_step=int(steps[peak]),
+                  peak_fraction=float(steps[peak] / steps[-1]) if steps[-1] > 0 else float("nan"),
+                  peak_rise=float(rho[peak] - rho[0]), rho_end=float(rho[-1]),
+                  decay_fraction=float((rho[peak] - rho[-1]) / rho[peak]) if rho[peak] > 0 else float("nan"),
+                  val_loss_at_peak=float(val.get(int(steps[peak]), np.nan)),
+                  val_loss_end=float(val.get(int(steps[-1]), np.nan)))
+    return course

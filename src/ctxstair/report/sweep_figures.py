@@ -33,14 +33,28 @@ _TRAINING_FIGURE = ("phase_training.png", "Whether and when the task is learned"
                      ("loss_end", "training loss at the end", True)])
 
 
-def phase_figures(rows: list[dict[str, Any]], grid: dict[str, list[Any]], analysed: bool
+#: The phase diagrams of a language-model sweep (``lm-staircase``): the course of ρ_next.
+_LM_SHAPE_FIGURE = ("phase_rho_next.png", "How high ρ_next peaks and how far it falls back",
+                    [("peak_rise", "ρ_next peak minus its initial value", False),
+                     ("decay_fraction", "fall from the peak to the end, as a fraction of the peak", False)])
+_LM_TIMING_FIGURE = ("phase_peak_step.png", "When ρ_next peaks, and the held-out loss reached",
+                     [("peak_fraction", "step of the ρ_next peak / training steps", False),
+                      ("val_loss_end", "held-out next-token loss at the end (nats)", False)])
+_LM_TRAINING_FIGURE = ("phase_training.png", "What each cell cost and reached",
+                       [("train_seconds", "training time (s, 2-core CPU unless stated)", True),
+                        ("val_loss_end", "held-out next-token loss at the end (nats)", False)])
+
+
+def phase_figures(rows: list[dict[str, Any]], grid: dict[str, list[Any]], analysed: bool, lm: bool = False
                   ) -> dict[str, tuple[str, plt.Figure]]:
     """File name -> (caption, figure) of every phase diagram of a sweep's ``rows`` (``sweep.csv``
-    rows, with the grid keys as columns)."""
+    rows, with the grid keys as columns); ``lm``: a language-model sweep (ρ_next numbers)."""
     keys = list(grid)
     pooled = f" Medians also pool the values of {', '.join(keys[2:])}." if len(keys) > 2 else ""
     figures = {}
-    for name, title, panels in ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE]:
+    specs = (([_LM_SHAPE_FIGURE, _LM_TIMING_FIGURE] if analysed else []) + [_LM_TRAINING_FIGURE] if lm else
+             ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE])
+    for name, title, panels in specs:
         fig = phase_figure(rows, grid, panels, title)
         caption = (f"{title}: " + "; ".join(label for _, label, _ in panels)
                    + (f", against {keys[0]}: each dot a member, the line the median of a cell." if len(keys) == 1 else
@@ -137,3 +151,23 @@ def _plain_numbers(axis) -> None:
 
 def _number(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
+    """ρ_next (left) and the held-out loss (right) against the training step for every cell of a
+    language-model sweep, one colour per cell; ``courses``: cell label -> the dict of
+    :func:`ctxstair.report.measures.rho_next_course`. The step axis is linear up to 10, then log."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    colours = plt.cm.viridis(np.linspace(0, 0.95, max(1, len(courses))))
+    for colour, (label, course) in zip(colours, courses.items()):
+        left.plot(course["steps"], course["rho"], color=colour, lw=1.4, marker="o", ms=2, label=label)
+        right.plot(course["val_steps"], course["val_loss"], color=colour, lw=1.4, marker="o", ms=2)
+    for ax, ylabel, title in ((left, "ρ_next (Pearson, upper triangle)", "ρ_next over training"),
+                              (right, "held-out next-token loss (nats)", "held-out loss over training")):
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+    left.legend(fontsize=7, loc="upper left", ncol=1 if len(courses) < 8 else 2)
+    fig.suptitle(f"ρ_next and held-out loss of all {len(courses)} cells", fontsize=12)
+    return fig

@@ -15,6 +15,10 @@ The numbers of each member (:func:`member_numbers`, one row of ``sweep.csv``), f
 * ``loss_end``, ``acc_end``, ``acc100_epoch`` (first epoch at 100 % training accuracy, or empty).
 
 Without analysis (``--no-analysis``) the alignment columns are empty.
+
+A language-model cell (recipe ``lm-staircase``) is one model; its row holds the course of ρ_next
+(:data:`LM_NUMBER_COLUMNS`: :func:`ctxstair.report.measures.rho_next_course`) and the training's
+seconds (``train_seconds``, from ``resources.json``) instead.
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ import numpy as np
 
 from ctxstair import numerics, rundir
 from ctxstair.report import measures as ms
+from ctxstair.run import Run
 
 #: Columns of one member's numbers, in ``sweep.csv`` order.
 NUMBER_COLUMNS = ("order0_peak", "order0_peak_epoch", "order0_end", "order1_probe_end",
                   "order1_probe_zero_mean_end", "takeover_epoch", "loss_end", "acc_end", "acc100_epoch")
+#: Columns of a language-model cell's numbers, in ``sweep.csv`` order.
+LM_NUMBER_COLUMNS = ms.RHO_NEXT_NUMBERS + ("train_seconds",)
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,10 @@ def member_rows(cell_dir: Path) -> list[dict[str, Any]]:
     (:data:`NUMBER_COLUMNS`)."""
     rows = []
     for part, run in run_directories(cell_dir).items():
+        cfg = Run(run).config
+        if cfg.TIME_UNIT == "step":  # a language model
+            rows.append({"part": part, "member": 0, "seed": cfg.train.seed, **lm_numbers(run)})
+            continue
         members = rundir.read_table(run, "members.csv", ints=("member", "seed", "d"))
         analysed = (run / "alignment.csv").is_file()
         table = rundir.read_alignment(run) if analysed else None
@@ -113,6 +124,20 @@ def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | No
         after = np.arange(len(snap)) >= peak
         numbers.update(order1_probe_end=float(probe[-1]), order1_probe_zero_mean_end=float(probe0[-1]),
                        takeover_epoch=ms.first_epoch(snap, after & (probe0 > r0)))
+    return numbers
+
+
+def lm_numbers(run: Path) -> dict[str, Any]:
+    """The numbers of a language-model run (module docstring); the ρ_next columns are empty when
+    it was not analysed."""
+    numbers: dict[str, Any] = dict.fromkeys(LM_NUMBER_COLUMNS)
+    if (run / "alignment.csv").is_file():
+        course = ms.rho_next_course(run)
+        numbers.update({column: course[column] for column in ms.RHO_NEXT_NUMBERS})
+    else:
+        val = [r["val_loss"] for r in rundir.read_metric_rows(run) if "val_loss" in r]
+        numbers["val_loss_end"] = val[-1] if val else None
+    numbers["train_seconds"] = rundir.read_json(run, "resources.json")["seconds"]
     return numbers
 
 

@@ -34,6 +34,7 @@ from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError
 from ctxstair.io import fresh_output_dir, remove_stale_temporaries
 from ctxstair.recipes import base as recipes
+from ctxstair.report import measures as ms
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
 from ctxstair.sweep.backends import import_ray, run_local, run_ray, unpack_cell
@@ -56,10 +57,13 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     ``resume``/``force``, a ``resume`` with a different sweep, or ``backend="ray"`` without Ray."""
     overrides = dict(overrides or {})
     recipe_obj = recipes.get(recipe)
-    if recipe_obj.trainer is not None or recipe_obj.compute is not None:
-        sweepable = ", ".join(r.name for r in recipes.all_recipes() if not (r.trainer or r.compute))
-        raise InputError(f"recipe {recipe!r} trains no ensemble runs, so it cannot be swept; "
+    if not _sweepable(recipe_obj):
+        sweepable = ", ".join(r.name for r in recipes.all_recipes() if _sweepable(r))
+        raise InputError(f"recipe {recipe!r} trains no runs of its own (it computes), so it cannot be swept; "
                          f"sweep one of: {sweepable}")
+    if recipe_obj.trainer is not None and seeds is not None:
+        raise InputError(f"recipe {recipe!r} trains one model per cell: --seeds is not available "
+                         "(sweep train.seed instead)")
     if backend not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers < 1:
@@ -71,9 +75,8 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     if len({c.name for c in cells}) != len(cells):
         raise InputError("two grid cells get the same directory name; use values that differ in letters or digits")
     for cell in cells:
-        for cfg in recipes.resolve(recipe_obj, _with_analysis({**overrides, **cell.overrides}, analysis),
-                                   seeds).values():
-            cfg.validate()
+        for cfg in _cell_configs(recipe_obj, _with_analysis(recipe_obj, {**overrides, **cell.overrides}, analysis),
+                                 seeds):
             resolve_device(cfg.train.device)
     if backend == "ray":
         import_ray()
@@ -84,7 +87,10 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     _prepare(out, spec, resume, force)
     todo = [c for c in cells if not (out / "cells" / c.name).is_dir()]
     workers = min(workers or os.cpu_count() or 1, max(1, len(todo)))
-    jobs = [CellJob(recipe, {**overrides, **c.overrides}, seeds, analysis, str(_partial(out, c)),
+    # A trainer recipe (a language model) is always reported; without analysis it measures nothing.
+    own_trainer = recipe_obj.trainer is not None
+    jobs = [CellJob(recipe, _with_analysis(recipe_obj, {**overrides, **c.overrides}, analysis) if own_trainer
+                    else {**overrides, **c.overrides}, seeds, analysis or own_trainer, str(_partial(out, c)),
                     default_threads(workers)) for c in todo]
     started = time.perf_counter()
 
@@ -104,8 +110,23 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     return write_sweep_report(out)
 
 
-def _with_analysis(overrides: dict[str, Any], analysis: bool) -> dict[str, Any]:
-    return overrides if analysis else {**overrides, **recipes.NO_ANALYSIS}
+def _sweepable(recipe: recipes.Recipe) -> bool:
+    """Engine recipes, and trainer recipes that can check a cell's config before training."""
+    return recipe.compute is None and (recipe.trainer is None or recipe.configure is not None)
+
+
+def _cell_configs(recipe: recipes.Recipe, overrides: dict[str, Any], seeds: int | None) -> list[Any]:
+    """The checked config of every run of one cell (InputError naming a bad key or value)."""
+    if recipe.configure is not None:
+        return [recipe.configure(overrides)]
+    return [cfg.validate() for cfg in recipes.resolve(recipe, overrides, seeds).values()]
+
+
+def _with_analysis(recipe: recipes.Recipe, overrides: dict[str, Any], analysis: bool) -> dict[str, Any]:
+    if analysis:
+        return overrides
+    return {**overrides, "analysis.enabled": False} if recipe.trainer is not None else {**overrides,
+                                                                                         **recipes.NO_ANALYSIS}
 
 
 def _partial(out: Path, cell: Cell) -> Path:
@@ -151,20 +172,32 @@ def write_sweep_report(out: str | Path) -> Path:
     if not rows:
         raise InputError(f"{out} has no complete cell yet; continue it with --resume")
     rundir.write_table(out, "sweep.csv", list(rows[0]), rows)
-    figures = sweep_figures.phase_figures(rows, spec["grid"], analysed=spec["analysis"])
+    lm = recipes.get(spec["recipe"]).trainer is not None
+    figures = sweep_figures.phase_figures(rows, spec["grid"], analysed=spec["analysis"], lm=lm)
+    if lm and spec["analysis"]:
+        courses = {", ".join(f"{k}={v}" for k, v in cell["overrides"].items()):
+                   ms.rho_next_course(out / "cells" / cell["name"])
+                   for cell in spec["cells"] if (out / "cells" / cell["name"]).is_dir()}
+        figures["rho_next_curves.png"] = (
+            "ρ_next and the held-out loss over training, every cell on one figure.",
+            sweep_figures.rho_next_curves_figure(courses))
     captions = []
     for name, (caption, fig) in figures.items():
         save_figure(fig, out / "figures" / name)
         captions.append((caption, Path("figures") / name))
     done = {row["cell"] for row in rows}
     write_report(out, title=f"sweep of {spec['recipe']} over {' × '.join(spec['grid'])}",
-                 summary_paragraph=_paragraph(spec, rows, done), key_numbers=_cell_numbers(spec, rows),
+                 summary_paragraph=_paragraph(spec, rows, done, lm), key_numbers=_cell_numbers(spec, rows, lm),
                  figures=captions)
     return out
 
 
-def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str]) -> str:
+def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str], lm: bool) -> str:
     sizes = " × ".join(f"{len(v)} values of {k}" for k, v in spec["grid"].items())
+    if lm:
+        return (f"{len(done)} of {len(spec['cells'])} cells of {spec['recipe']} ({sizes}), one model each. ρ_next's "
+                "peak is its largest value over the snapshots; its decay is how far it falls from the peak by the end, "
+                "as a fraction of the peak. Numbers per cell are in sweep.csv, curves in each cell's alignment.csv.")
     text = (f"{len(done)} of {len(spec['cells'])} cells of {spec['recipe']} ({sizes}), "
             f"{len(rows)} trained members in all. Each row of the table gives the medians over a cell's members. ")
     if spec["analysis"]:
@@ -173,12 +206,17 @@ def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str])
     return text + "Per-member numbers are in sweep.csv."
 
 
-def _cell_numbers(spec: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _cell_numbers(spec: dict[str, Any], rows: list[dict[str, Any]], lm: bool) -> list[dict[str, Any]]:
     """One report row per complete cell: medians of its members' numbers (unjudged)."""
-    shown = ([("order0_peak", "order-0 peak", 3), ("order0_peak_epoch", "at epoch", 0),
-              ("takeover_epoch", "order-1 takeover epoch", 0),
-              ("order1_probe_zero_mean_end", "zero-mean probe at end", 3)]
-             if spec["analysis"] else []) + [("acc_end", "accuracy at end", 3), ("loss_end", "loss at end", 4)]
+    if lm:
+        shown = ([("rho_init", "ρ_next at init", 3), ("rho_peak", "peak", 3), ("rho_peak_step", "at step", 0),
+                  ("rho_end", "end", 3), ("decay_fraction", "decay fraction", 2)] if spec["analysis"] else []) + \
+                [("val_loss_end", "held-out loss at end", 3), ("train_seconds", "training s", 0)]
+    else:
+        shown = ([("order0_peak", "order-0 peak", 3), ("order0_peak_epoch", "at epoch", 0),
+                  ("takeover_epoch", "order-1 takeover epoch", 0),
+                  ("order1_probe_zero_mean_end", "zero-mean probe at end", 3)]
+                 if spec["analysis"] else []) + [("acc_end", "accuracy at end", 3), ("loss_end", "loss at end", 4)]
     result = []
     for cell in spec["cells"]:
         members = [r for r in rows if r["cell"] == cell["name"]]
