@@ -193,3 +193,61 @@ def test_lm_training_builds_the_model_of_a_hugging_face_config(tmp_path):
     assert "blocks.2.W_Q" not in state
     with pytest.raises(InputError, match="no Hugging Face config at .*missing"):
         apply_overrides(LMConfig(), {"model.hf_config": str(tmp_path / "missing")})
+
+
+def randomised(hf: transformers.PreTrainedModel, seed: int = 0) -> transformers.PreTrainedModel:
+    """``hf`` with every weight redrawn around its scale (norm weights around 1), so that the logits are
+    of order 1 and a wrongly mapped head shows far above rounding."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            noise = torch.randn(p.shape, generator=generator, dtype=p.dtype)
+            p.copy_(1 + 0.3 * noise if p.ndim == 1 else noise * p.shape[-1] ** -0.5 * (2 if "proj" in name else 1))
+    return hf.eval()
+
+
+def gqa_llama(**fields) -> transformers.LlamaForCausalLM:
+    """A tiny Llama with grouped-query attention (6 query heads, 2 key/value heads), tied embeddings,
+    RoPE base 500 and RMSNorm eps 1e-5: everything SmolLM2 has that the trainer's decoder does not."""
+    config = tiny_llama(**{"hidden_size": 24, "num_hidden_layers": 2, "num_attention_heads": 6,
+                           "num_key_value_heads": 2, "head_dim": 8, "tie_word_embeddings": True, "rms_norm_eps": 1e-5,
+                           "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}, **fields})
+    return randomised(transformers.LlamaForCausalLM(config))
+
+
+@torch.no_grad()
+def test_from_hf_computes_a_grouped_query_tied_llama_with_its_rope_base_and_eps():
+    hf = gqa_llama()
+    hf.set_attn_implementation("eager")
+    ours = from_hf(hf)
+    assert (ours.cfg.n_heads, ours.cfg.rope_base, ours.cfg.rms_eps) == (6, 500.0, 1e-5)
+    assert ours.blocks[0].W_K.shape == (48, 24) and not ours.training
+    torch.testing.assert_close(ours.W_U, hf.model.embed_tokens.weight, atol=0, rtol=0)  # tied: a copy
+    tokens = torch.randint(40, (3, 20), generator=torch.Generator().manual_seed(0))
+    logits = hf(tokens).logits
+    assert logits.abs().max() > 1
+    torch.testing.assert_close(ours(tokens), logits, atol=1e-4, rtol=0)
+    # Controls: key/value heads tiled over the query heads (0, 1, 0, 1, ...) instead of repeated for
+    # each group (0, 0, 0, 1, 1, 1) are far outside the tolerance...
+    wrong = from_hf(hf)
+    for W, theirs in ((wrong.blocks[0].W_K, hf.model.layers[0].self_attn.k_proj.weight),
+                      (wrong.blocks[0].W_V, hf.model.layers[0].self_attn.v_proj.weight)):
+        W.copy_(theirs.unflatten(0, (2, 8)).repeat(3, 1, 1).flatten(0, 1))
+    assert (wrong(tokens) - logits).abs().max() > 1e-2
+    # ...and so are the trainer's RoPE base and epsilon.
+    for field, change in (({"rope_base": 10000.0}, 1e-2), ({"rms_eps": 1e-6}, 1e-4)):
+        other = DecoderLM(DecoderConfig(**{**vars(ours.cfg), **field}))
+        other.load_state_dict(ours.state_dict())
+        assert (other(tokens) - logits).abs().max() > change, field
+
+
+def test_pretrained_configs_need_query_heads_in_equal_groups():
+    assert decoder_config_from_hf(gqa_llama().config, pretrained=True).n_heads == 6
+    config = tiny_llama(hidden_size=24, num_attention_heads=6, num_key_value_heads=4, head_dim=4)
+    with pytest.raises(InputError, match="num_key_value_heads=4 .*does not divide the query heads into groups"):
+        decoder_config_from_hf(config, pretrained=True)
+    with pytest.raises(InputError, match="rope scaling 'linear'"):
+        decoder_config_from_hf(tiny_llama(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}),
+                               pretrained=True)
+    with pytest.raises(InputError, match="rope_base must be a positive finite number"):
+        DecoderConfig(vocab_size=10, rope_base=0.0)

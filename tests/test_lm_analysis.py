@@ -9,8 +9,10 @@ from ctxstair.alignment import compare, cosine_matrix
 from ctxstair.errors import InputError
 from ctxstair.lm.analysis import (
     attention_path_correlation,
+    attention_path_scores,
     attention_path_signature,
     eligible_tokens,
+    path_shares,
     prefix_labels,
     prefix_probe,
     rho_next,
@@ -212,3 +214,80 @@ def test_attention_path_correlation_is_pearson_of_the_two_geometries(rng):
     Z = rng.normal(size=(9, 4))
     assert attention_path_correlation(phi, Z) == pytest.approx(compare(cosine_matrix(Z), cosine_matrix(phi))["pearson"])
     assert attention_path_correlation(phi, phi.copy()) == pytest.approx(1.0)
+
+
+# --- attention paths and path shares of a decoder ----------------------------------------------------
+
+
+def small_decoder():
+    """A float64 decoder with large enough weights (γ = 0.3) for uneven attention and unequal paths."""
+    import torch
+
+    from ctxstair.models import DecoderConfig, DecoderLM
+
+    cfg = DecoderConfig(vocab_size=12, d_model=8, n_layers=2, n_heads=2, head_dim=4, d_mlp=16, max_seq_len=8,
+                        gamma=0.3, seed=1)
+    return DecoderLM(cfg, dtype=torch.float64)
+
+
+def test_attention_path_scores_equal_hugging_face_attention_and_brute_force_sums(rng):
+    import torch
+
+    from ctxstair.models.decoder_hf import to_hf
+
+    model = small_decoder()
+    X = rng.integers(0, 12, size=(5, 8))
+    tokens = np.array([0, 2, 3, 5, 7, 8, 10, 11])
+    scores = attention_path_scores(model, X, tokens, 12, permutations=30)
+    hf = to_hf(model)
+    hf.set_attn_implementation("eager")
+    with torch.no_grad():  # Hugging Face's own attention weights: an implementation independent of ours
+        attentions = hf(torch.from_numpy(X), output_attentions=True).attentions
+    W_E = model.W_E.detach().numpy()[tokens]
+    assert [layer for layer, _, _ in scores] == [0, 1]
+    for (layer, corr, null), attention in zip(scores, attentions):
+        phi = brute_attention_path(X, attention.mean(dim=1).numpy(), 12, tokens, np.arange(12))
+        block = model.blocks[layer]
+        Z = W_E @ block.W_V.detach().numpy().T @ block.W_O.detach().numpy().T
+        assert corr == pytest.approx(compare(cosine_matrix(Z), cosine_matrix(phi))["pearson"], abs=1e-5)
+        # The null: the largest |r| over the 30 permutations of the signature rows drawn from seed = layer.
+        shuffles = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (30, 1)), axis=1)
+        rs = [compare(cosine_matrix(Z), cosine_matrix(phi[p]))["pearson"] for p in shuffles]
+        assert null == pytest.approx(max(abs(r) for r in rs), abs=1e-5)
+        assert abs(corr) > 0.01 and null > 0  # not a trivial (zero or NaN) agreement
+
+
+def test_attention_path_scores_are_the_same_in_chunks_of_windows(rng, monkeypatch):
+    import ctxstair.lm.analysis as analysis
+
+    model = small_decoder()
+    X = rng.integers(0, 12, size=(7, 8))
+    whole = attention_path_scores(model, X, np.arange(12), 12, permutations=5)
+    monkeypatch.setattr(analysis, "_PATTERN_CHUNK", 2 * 2 * 8 * 8 * 3)  # three windows per forward pass
+    np.testing.assert_allclose(attention_path_scores(model, X, np.arange(12), 12, permutations=5), whole, atol=1e-12)
+
+
+def test_path_shares_are_path_norms_of_an_exact_split_of_the_loss_gradient(rng):
+    import torch
+
+    from ctxstair.models.decoder import next_token_loss
+    from ctxstair.theory.decoder_paths import decoder_embedding_paths
+
+    model = small_decoder()
+    X = rng.integers(0, 12, size=(4, 8))
+    tokens = np.array([1, 4, 6, 9, 11])
+    shares = path_shares(model, X, tokens)
+    assert list(shares) == ["embed", "attn.0", "mlp.0", "attn.1", "mlp.1"]
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-12)
+    # Independently: the plain autograd gradient of the loss is minus the sum of the paths.
+    (gradient,) = torch.autograd.grad(next_token_loss(model(torch.from_numpy(X)), torch.from_numpy(X)), model.W_E)
+    paths = decoder_embedding_paths(model, X, full=False)
+    np.testing.assert_allclose(sum(paths.values()), -gradient.numpy(), atol=1e-12)
+    norms = {name: np.linalg.norm(g[tokens]) for name, g in paths.items()}
+    for name, share in shares.items():
+        assert share == pytest.approx(norms[name] / sum(norms.values()), abs=1e-12)
+    assert max(shares.values()) - min(shares.values()) > 0.05  # unequal paths: the check above can fail
+    # rows= returns those rows of each path, bit for bit.
+    restricted = decoder_embedding_paths(model, X, full=False, rows=tokens[::-1])
+    for name, g in paths.items():
+        np.testing.assert_array_equal(restricted[name], g[tokens[::-1]])

@@ -27,32 +27,27 @@ import numpy as np
 import torch
 
 from ctxstair import numerics, rundir
-from ctxstair.alignment import cosine_matrix, permuted_pearson, signature_cosine
 from ctxstair.lm import analysis
+from ctxstair.lm.analysis import NULL_PERMUTATIONS  # also imported from here (recipes.lm)
 from ctxstair.lm.windows import corpus_windows, split_windows
 from ctxstair.run import Run
 from ctxstair.signatures import next_token_signature, prefix_signature
-from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
 OUTPUT = "lm_analysis.csv"
 LM_COLUMNS = ("step", "measure", "part", "value")
-NULL_PERMUTATIONS = 100
 
 
 def analyse(run: Run) -> None:
     """Compute every measurement of the module docstring; write ``alignment.csv``, ``lm_analysis.csv``
-    and ``lm_tokens.json`` (the eligible tokens and the probe's split)."""
+    and ``lm_tokens.json`` (the eligible tokens and the probe's split). With
+    ``analysis.measures=rho_next`` only ``alignment.csv`` and the tokens are written."""
     numerics.apply_to_torch()  # deterministic kernels for the probe's fits (also when called alone)
     out, cfg = run.path, run.config
     tokenizer, windows = corpus_windows(cfg, out)
     train, _ = split_windows(windows, cfg.train.seed)
     V, a = tokenizer.vocab_size, cfg.analysis
     tokens = analysis.eligible_tokens(train, tokenizer.word_like(np.arange(V)), a.k)
-    # Labels of the prefix signature: the eligible tokens and as many again of the most frequent next
-    # tokens; the probe's cost grows with T · labels · T per step (analyze-model uses 1000 labels).
-    labels = analysis.prefix_labels(train, tokens, V, total=2 * tokens.size)
     phi_next = next_token_signature(train, V, tokens=tokens)  # (T, V)
-    phi_prefix = prefix_signature(train, tokens, labels, tokens)  # (T, Y, T)
     rundir.check_snapshot_progress(out)
     steps = run.snapshot_times()
     snapshots = [run.snapshot(s) for s in steps]
@@ -63,7 +58,15 @@ def analyse(run: Run) -> None:
         {"member": 0, "epoch": step, "signature": "next_token", "pearson": rho["pearson"][i],
          "spearman": rho["spearman"][i], "one_minus_mse": float("nan"), "defined": bool(rho["defined"][i])}
         for i, step in enumerate(steps)])
+    strings = [tokenizer.token_string(t) for t in tokens]
+    if a.measures == "rho_next":
+        rundir.write_json(out, "lm_tokens.json", {"tokens": tokens, "strings": strings})
+        return
 
+    # Labels of the prefix signature: the eligible tokens and as many again of the most frequent next
+    # tokens; the probe's cost grows with T · labels · T per step (analyze-model uses 1000 labels).
+    labels = analysis.prefix_labels(train, tokens, V, total=2 * tokens.size)
+    phi_prefix = prefix_signature(train, tokens, labels, tokens)  # (T, Y, T)
     train_idx, heldout_idx = analysis.token_split(tokens.size, a.heldout_fraction, a.seed)
     probe_args = dict(steps=a.probe_steps, seed=a.seed, method=a.probe)
     rows = _rows(steps, "probe_heldout_mse", "",
@@ -78,7 +81,7 @@ def analyse(run: Run) -> None:
         rows += _attention_rows(model, step, sample, tokens, V)
         rows += _path_rows(model, step, sample, tokens)
     rundir.write_table(out, OUTPUT, LM_COLUMNS, rows)
-    rundir.write_json(out, "lm_tokens.json", {"tokens": tokens, "strings": [tokenizer.token_string(t) for t in tokens],
+    rundir.write_json(out, "lm_tokens.json", {"tokens": tokens, "strings": strings,
                                               "probe_train": tokens[train_idx], "probe_heldout": tokens[heldout_idx],
                                               "prefix_labels": int(labels.size)})
 
@@ -87,32 +90,21 @@ def _rows(steps: list[int], measure: str, part: str, values) -> list[dict]:
     return [{"step": s, "measure": measure, "part": part, "value": float(v)} for s, v in zip(steps, values)]
 
 
-@torch.no_grad()
 def _attention_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray, V: int) -> list[dict]:
-    """``attention_path_corr`` of every layer at one snapshot (SPEC §7 attention-path signature)."""
-    pattern = model.attention_pattern(sample).mean(dim=2).numpy()  # (layers, n, T, T), heads averaged
-    W_E = model.W_E.numpy()[tokens]
+    """``attention_path_corr`` and ``attention_path_null`` rows of every layer at one snapshot
+    (:func:`ctxstair.lm.analysis.attention_path_scores`, SPEC §7)."""
     rows = []
-    for layer, block in enumerate(model.blocks):
-        phi_attn = analysis.attention_path_signature(sample.numpy(), pattern[layer], V, tokens)
-        Z = W_E @ block.W_V.numpy().T @ block.W_O.numpy().T
-        permutations = np.random.default_rng(layer).permuted(
-            np.tile(np.arange(tokens.size), (NULL_PERMUTATIONS, 1)), axis=1)
-        null = permuted_pearson(signature_cosine(phi_attn), cosine_matrix(Z), permutations)
-        rows += [{"step": step, "measure": "attention_path_corr", "part": str(layer),
-                  "value": analysis.attention_path_correlation(phi_attn, Z)},
-                 {"step": step, "measure": "attention_path_null", "part": str(layer),
-                  "value": float(np.nanmax(np.abs(null)))}]
+    for layer, corr, null in analysis.attention_path_scores(model, sample, tokens, V, NULL_PERMUTATIONS):
+        rows += [{"step": step, "measure": "attention_path_corr", "part": str(layer), "value": corr},
+                 {"step": step, "measure": "attention_path_null", "part": str(layer), "value": null}]
     return rows
 
 
 def _path_rows(model, step: int, sample: torch.Tensor, tokens: np.ndarray) -> list[dict]:
-    """``path_share`` of the direct, attention and MLP paths at one snapshot (SPEC §6.4)."""
-    paths = decoder_embedding_paths(model, sample, objective="loss", full=False)
-    norms = {name: float(np.linalg.norm(g[tokens])) for name, g in paths.items()}
-    total = sum(norms.values())
-    return [{"step": step, "measure": "path_share", "part": name, "value": n / total if total > 0 else float("nan")}
-            for name, n in norms.items()]
+    """``path_share`` rows of the direct, attention and MLP paths at one snapshot
+    (:func:`ctxstair.lm.analysis.path_shares`, SPEC §6.4)."""
+    return [{"step": step, "measure": "path_share", "part": name, "value": share}
+            for name, share in analysis.path_shares(model, sample, tokens).items()]
 
 
 def read_lm_analysis(out: str | Path) -> dict[str, np.ndarray]:

@@ -12,7 +12,15 @@ statistics:
   (:func:`token_split`) and scored by its MSE on pairs of held-out tokens, next to the same probe
   on signatures shuffled across tokens;
 * :func:`attention_path_signature` / :func:`attention_path_correlation` — the attention-path
-  signature of one layer and its correlation with the geometry of ``z_α = W_O W_V w_α``.
+  signature of one layer and its correlation with the geometry of ``z_α = W_O W_V w_α``;
+  :func:`attention_path_scores` — that correlation for every layer of a decoder, with its
+  permutation null;
+* :func:`path_shares` — each path's share of the embedding update of a decoder (SPEC §6.4).
+
+The last two take a :class:`~ctxstair.models.DecoderLM` (our runs' snapshots, or a released Llama
+model through :func:`ctxstair.models.decoder_hf.from_hf`) and a sample of windows; the LM run's
+analysis (:mod:`ctxstair.analysis.lm_staircase`) and ``ctxstair analyze-model``
+(:mod:`ctxstair.lm.hf`) both call them.
 
 Token sets are given as ids; token *indices* (``train_idx``, ``heldout_idx``) are positions within
 the token set, i.e. rows of the signature and embedding arrays.
@@ -24,7 +32,7 @@ import numpy as np
 import torch
 
 from ctxstair.alignment.probe import cosine_backward, row_cosines
-from ctxstair.alignment.similarity import compare, cosine_matrix, signature_cosine, stacked_cosines
+from ctxstair.alignment.similarity import compare, cosine_matrix, permuted_pearson, signature_cosine, stacked_cosines
 from ctxstair.checks import (
     check_dense_size,
     check_id_subset,
@@ -36,9 +44,17 @@ from ctxstair.checks import (
     positive_float,
 )
 from ctxstair.errors import InputError
+from ctxstair.theory.decoder_paths import decoder_embedding_paths
+
+#: Token permutations of the attention-path null (:func:`attention_path_scores`): a correlation
+#: above the largest |r| over them has p < 1/NULL_PERMUTATIONS.
+NULL_PERMUTATIONS = 100
 
 #: Entries (window, query, key) per chunk in :func:`attention_path_signature`: bounds its memory.
 _ATTENTION_CHUNK = 1 << 22
+#: Attention entries (layer, window, head, query, key) per forward pass in :func:`attention_path_scores`
+#: (512 MiB in float32): larger samples are run in chunks of windows.
+_PATTERN_CHUNK = 1 << 27
 
 
 def eligible_tokens(windows: np.ndarray, word_like: np.ndarray, k: int = 200) -> np.ndarray:
@@ -342,6 +358,74 @@ def attention_path_correlation(phi_attn: object, Z: object) -> float:
         raise InputError(f"phi_attn (T, V) and Z (T, d_model) must be matrices over the same T tokens, "
                          f"got shapes {phi.shape} and {z.shape}")
     return compare(cosine_matrix(z), signature_cosine(phi))["pearson"]
+
+
+@torch.no_grad()
+def attention_path_scores(model, sample: object, tokens: object, vocab_size: int,
+                          permutations: int = NULL_PERMUTATIONS) -> list[tuple[int, float, float]]:
+    """Attention-path correlation of every layer of a decoder, with its permutation null (SPEC §7).
+
+    For layer ℓ: the attention-path signature ``φ^{y;attn,ℓ}`` (:func:`attention_path_signature`,
+    over all ``vocab_size`` labels) of the token set, read from the model's post-softmax attention
+    on ``sample`` averaged over heads, against ``z_α = W_O^ℓ W_V^ℓ w_α`` for the embedding rows
+    ``w_α`` of the tokens (:func:`attention_path_correlation`). The null is the largest |r| between
+    the same two cosine matrices after permuting the signature rows across tokens, over
+    ``permutations`` permutations drawn from ``numpy.random.default_rng(ℓ)``: a correlation above
+    it has p < 1/permutations. Computed in the model's dtype (the LM runs use float32); the forward
+    pass runs on chunks of windows when the attention of all of them would exceed 2^27 entries.
+
+    Args:
+        model: a :class:`~ctxstair.models.DecoderLM` (``W_E``, ``blocks``, ``attention_pattern``).
+        sample: int (n, T_win) token windows, 2 <= T_win <= the model's ``max_seq_len`` (numpy or torch).
+        tokens: int (k,) the token set (ids).
+        vocab_size: V, the labels of the signature (the model's vocabulary or the tokenizer's).
+        permutations: size of the null, >= 1.
+
+    Returns:
+        ``[(layer, corr, null), ...]``, one per layer, floats; ``corr`` is NaN when a cosine triangle
+        is constant.
+    """
+    X = check_sequences(np.asarray(sample), vocab_size, "sample")
+    tokens = check_id_subset(tokens, vocab_size, "tokens")
+    permutations = int_in_range(permutations, "permutations", 1)
+    per_window = len(model.blocks) * model.cfg.n_heads * X.shape[1] ** 2
+    chunk = max(1, _PATTERN_CHUNK // per_window)  # one pass (all windows at once) unless that is too large
+    pattern = np.concatenate([model.attention_pattern(torch.from_numpy(X[start:start + chunk])).mean(dim=2)
+                              .cpu().numpy() for start in range(0, X.shape[0], chunk)], axis=1)  # (layers, n, T, T)
+    W_E = model.W_E.detach().cpu().numpy()[tokens]
+    scores = []
+    for layer, block in enumerate(model.blocks):
+        phi_attn = attention_path_signature(X, pattern[layer], vocab_size, tokens)
+        Z = W_E @ block.W_V.detach().cpu().numpy().T @ block.W_O.detach().cpu().numpy().T
+        shuffles = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (permutations, 1)), axis=1)
+        null = permuted_pearson(signature_cosine(phi_attn), cosine_matrix(Z), shuffles)
+        scores.append((layer, attention_path_correlation(phi_attn, Z), float(np.nanmax(np.abs(null)))))
+    return scores
+
+
+def path_shares(model, sample: object, tokens: object) -> dict[str, float]:
+    """Each path's share of the embedding update of a decoder on a sample (SPEC §6.4).
+
+    The update ``−∇_{W_E} loss`` (mean next-token cross-entropy over ``sample``) is split into the
+    direct path ``embed`` and one path per attention layer and MLP (``attn.ℓ``, ``mlp.ℓ``) by
+    :func:`ctxstair.theory.decoder_paths.decoder_embedding_paths`; the paths sum to the whole
+    update. Restricted to the rows of ``tokens``, path j has Frobenius norm ``n_j``, and its share
+    is ``n_j / Σ_i n_i`` (the shares sum to 1; they measure sizes, not directions). Computed in
+    the model's dtype.
+
+    Args:
+        model: a :class:`~ctxstair.models.DecoderLM`.
+        sample: int (n, T_win) token windows, 2 <= T_win <= the model's ``max_seq_len``.
+        tokens: int (k,) token ids whose rows count.
+
+    Returns:
+        path name -> share, in the order ``embed, attn.0, mlp.0, attn.1, ...``; NaN everywhere when
+        every path is zero on those rows.
+    """
+    paths = decoder_embedding_paths(model, np.asarray(sample), objective="loss", full=False, rows=tokens)
+    norms = {name: float(np.linalg.norm(g)) for name, g in paths.items()}
+    total = sum(norms.values())
+    return {name: n / total if total > 0 else float("nan") for name, n in norms.items()}
 
 
 def _snapshots(W: object, n_tokens: int, against: str) -> np.ndarray:

@@ -13,8 +13,19 @@
 * an LM run directory of this project (``config.yaml``, ``tokenizer.json``,
   ``snapshots/step_XXXXXXXX.safetensors`` holding ``W_E``), one per snapshot.
 
+With ``models=True`` (:func:`iter_checkpoints`) each checkpoint also carries the whole network as a
+:class:`~ctxstair.models.DecoderLM` (float32) when it is a Llama-family model: a Hugging Face Llama
+through :func:`ctxstair.models.decoder_hf.from_hf_weights` (grouped-query attention and tied
+embeddings included), a Llama GGUF file through ``transformers``' own GGUF reader
+(``load_gguf_checkpoint``: the tensors dequantised and the query/key rows un-permuted, as
+``from_pretrained(gguf_file=...)`` does, without its ``accelerate`` requirement), and an LM run's
+snapshot with its ``config.yaml``. Any other model (GPT-2, Qwen2 with its biases...) carries the
+reason instead.
+
 :func:`analyze_model` tokenises a corpus with the model's tokenizer and computes, per checkpoint,
-ρ_next and the held-out prefix probe next to its shuffled baseline (:mod:`ctxstair.lm.analysis`).
+ρ_next and the held-out prefix probe next to its shuffled baseline (:mod:`ctxstair.lm.analysis`)
+and, for Llama-family models, the attention-path correlation per layer with its permutation null
+and the path shares of the embedding update (SPEC §6.4, §7) on a fixed sample of windows.
 Nothing is downloaded: every load is local. Nothing is unpickled and no code of the model folder
 runs: weights are read from safetensors only — a folder holding only pickled
 weights (``pytorch_model.bin``...) is refused before ``transformers`` sees it — and
@@ -27,10 +38,11 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +52,9 @@ from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.tokenizer import TextTokenizer
 
+if TYPE_CHECKING:
+    from ctxstair.models import DecoderLM
+
 _CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
 _SNAPSHOT_FILE = re.compile(r"step_(\d{8})\.safetensors")
 #: The input-embedding tensor of a GGUF file (llama.cpp naming, every architecture).
@@ -48,6 +63,15 @@ _GGUF_EMBEDDING = "token_embd.weight"
 _SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 #: Suffixes of pickled weight files (``torch.save``), named in the refusal when no safetensors exist.
 _PICKLED_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+#: Seed of the fixed sample of windows for the attention-path and path-share measures.
+SAMPLE_SEED = 0
+#: Path windows: the default number of sampled windows (their first tokens up to the model's
+#: positions) on which the path shares are computed; see :func:`analyze_model`.
+PATH_WINDOWS = 4
+#: Attention windows: the default size of the sample for the attention-path correlation.
+ATTENTION_WINDOWS = 32
+#: Why the attention-path and path-share measures are missing for a model that is not Llama-family.
+NEEDS_LLAMA = "the attention-path and path-share measures need a Llama-family model"
 
 
 @dataclass(frozen=True)
@@ -60,12 +84,17 @@ class Checkpoint:
         W_E: (V, d) input-embedding rows, float32 (float64 if stored so); V may exceed the
             tokenizer's vocabulary (padded embedding matrices).
         tokenizer: the model's tokenizer.
+        model: with ``iter_checkpoints(..., models=True)``, the whole network as a float32
+            :class:`~ctxstair.models.DecoderLM` in eval mode when it is a Llama-family model; else None.
+        no_model: why ``model`` is None (None when it is not, or when models were not asked for).
     """
 
     name: str
     step: int | None
     W_E: np.ndarray
     tokenizer: TextTokenizer
+    model: DecoderLM | None = None
+    no_model: str | None = None
 
 
 def load_embeddings(source: str | os.PathLike) -> list[Checkpoint]:
@@ -82,8 +111,13 @@ def load_embeddings(source: str | os.PathLike) -> list[Checkpoint]:
     return list(iter_checkpoints(source))
 
 
-def iter_checkpoints(source: str | os.PathLike) -> Iterator[Checkpoint]:
+def iter_checkpoints(source: str | os.PathLike, models: bool = False) -> Iterator[Checkpoint]:
     """:func:`load_embeddings` one checkpoint at a time, so a long run never sits in memory whole.
+
+    Args:
+        source: as :func:`load_embeddings`.
+        models: also build each checkpoint's :class:`~ctxstair.models.DecoderLM` (``model``) when it
+            is a Llama-family model, else give the reason (``no_model``); see the module docstring.
 
     The source is resolved and checked on the first ``next()``; bad input raises InputError there.
     """
@@ -91,23 +125,27 @@ def iter_checkpoints(source: str | os.PathLike) -> Iterator[Checkpoint]:
     if path.is_file():
         if path.suffix != ".gguf":
             raise InputError(f"{path} is a file but not a GGUF model (.gguf)")
-        yield Checkpoint(path.name, None, _gguf_embeddings(path), _gguf_tokenizer(path))
+        model, why = _gguf_model(path) if models else (None, None)
+        yield Checkpoint(path.name, None, _gguf_embeddings(path), _gguf_tokenizer(path), model, why)
     elif (path / "config.yaml").is_file() and (path / "snapshots").is_dir():
-        yield from _run_snapshots(path)
+        yield from _run_snapshots(path, models)
     elif steps := sorted((int(m.group(1)), p) for p in path.iterdir()
                          if p.is_dir() and (m := _CHECKPOINT_DIR.fullmatch(p.name))):
         # A Trainer output folder may also hold the final model at its top: the checkpoints win,
         # since a folder is passed for the curve (the final model is usually the last checkpoint).
         tokenizer = _hf_tokenizer(steps[0][1], path)
         for step, folder in steps:
-            yield Checkpoint(folder.name, step, _hf_embeddings(folder), tokenizer)
+            W_E, model, why = _hf_model(folder, models)
+            yield Checkpoint(folder.name, step, W_E, tokenizer, model, why)
     elif (path / "config.json").is_file():
-        yield Checkpoint(path.name, None, _hf_embeddings(path), _hf_tokenizer(path, path))
+        W_E, model, why = _hf_model(path, models)
+        yield Checkpoint(path.name, None, W_E, _hf_tokenizer(path, path), model, why)
     else:
         raise InputError(f"{path} is neither a Hugging Face model directory (config.json), a folder of "
                          "checkpoint-<step> directories, nor an LM run directory (config.yaml, snapshots/)")
 
 
+# long: half of it is the docstring, which documents every setting and every field of the result
 def analyze_model(
     source: str | os.PathLike,
     corpus_text: str,
@@ -115,8 +153,11 @@ def analyze_model(
     window: int = 128,
     max_tokens: int = 2_000_000,
     probe: bool = True,
+    paths: bool = True,
+    attention_windows: int = ATTENTION_WINDOWS,
+    path_windows: int = PATH_WINDOWS,
 ) -> dict:
-    """ρ_next and the held-out prefix probe (SPEC §7) for every checkpoint of a model.
+    """The SPEC §7 measurements (and the §6.4 path shares) for every checkpoint of a model.
 
     The corpus is tokenised with the model's tokenizer, cut to ``max_tokens`` tokens and into
     non-overlapping windows of ``window`` tokens (the tail is dropped). Over the token set ``T`` =
@@ -124,7 +165,18 @@ def analyze_model(
     the probe, prefix signatures ``φ^{y;1}`` over the labels :func:`~ctxstair.lm.analysis.prefix_labels`
     (``T`` and the most frequent tokens, 1000 in all) and context ``T``. The probe uses the fixed
     split :func:`~ctxstair.lm.analysis.token_split` (a quarter held out, seed 0) and the SPEC §3
-    settings (Adam, lr 0.01, 300 steps). Deterministic.
+    settings (Adam, lr 0.01, 300 steps).
+
+    With ``paths``, for a Llama-family model (:func:`iter_checkpoints` ``models=True``): a fixed
+    sample of ``attention_windows`` windows (a permutation of all windows seeded with
+    :data:`SAMPLE_SEED`, its first ones; each cut to the model's ``max_seq_len`` positions when
+    ``window`` is longer) gives the attention-path correlation of every layer with its permutation
+    null (:func:`~ctxstair.lm.analysis.attention_path_scores`, labels over all V), and the first
+    ``path_windows`` of them the path shares of the embedding update
+    (:func:`~ctxstair.lm.analysis.path_shares`), both in float32 like the LM runs. The path shares
+    cost about ``n_layers`` backward passes per window (one vector-Jacobian product per path), so
+    they get fewer windows than the attention paths, which cost one forward pass. For any other
+    model these are None and ``paths["skipped"]`` says why. Deterministic.
 
     Args:
         source: as :func:`load_embeddings`.
@@ -132,16 +184,24 @@ def analyze_model(
         k: size of the token set, >= 4 (SPEC §7: 200).
         window: tokens per window, >= 2.
         max_tokens: at most this many tokens of the corpus are used.
-        probe: whether to fit the prefix probe and its baseline (the slow part).
+        probe: whether to fit the prefix probe and its baseline.
+        paths: whether to compute the attention-path and path-share measures.
+        attention_windows: windows in the attention-path sample, >= 1 (fewer if the corpus has fewer).
+        path_windows: windows of that sample used for the path shares, >= 1 (at most ``attention_windows``).
 
     Returns:
         dict, JSON-ready except ``similarity``:
         ``source``; ``corpus`` (``tokens``, ``windows``, ``window``); ``k``; ``tokens`` (T ids) and
         ``token_strings``; ``prefix_labels`` (number of labels, None without probe);
-        ``heldout_tokens`` (ids, [] without probe); ``checkpoints``: one dict per checkpoint with
-        ``name``, ``step``, ``rho_next_pearson``, ``rho_next_spearman``, ``rho_next_defined``,
-        ``probe_heldout_mse`` and ``shuffled_heldout_mse`` (None without probe);
-        ``similarity``: ``next`` (T, T) ``S^next`` and ``embedding`` (S, T, T) ``S^emb`` arrays.
+        ``heldout_tokens`` (ids, [] without probe); ``paths``: None without ``paths``, else
+        ``skipped`` (None, or why nothing was measured), ``sample`` (the sampled window indices),
+        ``attention_windows``, ``path_windows``, ``window`` (tokens per sampled window), ``seed`` and
+        ``null_permutations``; ``checkpoints``: one dict per checkpoint with ``name``, ``step``,
+        ``rho_next_pearson``, ``rho_next_spearman``, ``rho_next_defined``, ``probe_heldout_mse`` and
+        ``shuffled_heldout_mse`` (None without probe), ``attention_path_corr`` and
+        ``attention_path_null`` (one float per layer) and ``path_share`` (path name -> share: ``embed``,
+        ``attn.ℓ``, ``mlp.ℓ``), None where not measured; ``similarity``: ``next`` (T, T) ``S^next``
+        and ``embedding`` (S, T, T) ``S^emb`` arrays.
     """
     from ctxstair.lm.windows import make_windows
     from ctxstair.signatures import next_token_signature
@@ -149,7 +209,12 @@ def analyze_model(
     k = int_in_range(k, "k", 4)
     window = int_in_range(window, "window", 2)
     max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
-    stream = iter_checkpoints(source)
+    attention_windows = int_in_range(attention_windows, "attention_windows", 1)
+    path_windows = int_in_range(path_windows, "path_windows", 1)
+    if path_windows > attention_windows:
+        raise InputError(f"path_windows ({path_windows}) must not exceed attention_windows ({attention_windows}): "
+                         "the path shares use the first windows of the attention-path sample")
+    stream = iter_checkpoints(source, models=paths)
     first = next(stream)
     tokenizer, V = first.tokenizer, first.W_E.shape[0]
     ids = tokenizer.encode(corpus_text, max_tokens=max_tokens)
@@ -161,7 +226,16 @@ def analyze_model(
     tokens = _word_like_tokens(windows, tokenizer, V, k)
     phi_next = next_token_signature(windows, V, tokens=tokens)
 
-    checkpoints, W = _token_embeddings(first, stream, tokens)
+    sample = _path_sample(first, windows, attention_windows, path_windows) if paths else None
+    measure = None
+    if sample is not None and sample["skipped"] is None:
+        attention_sample = windows[sample["sample"], : sample["window"]]
+        path_sample = attention_sample[: sample["path_windows"]]
+
+        def measure(checkpoint: Checkpoint) -> dict:
+            return _path_measures(checkpoint, attention_sample, path_sample, tokens, V)
+
+    checkpoints, W = _token_embeddings(first, stream, tokens, measure)
     rho = analysis.rho_next(W, phi_next)
     probe_mse = shuffled_mse = [None] * len(W)
     labels, heldout = None, np.zeros(0, dtype=np.int64)
@@ -171,6 +245,8 @@ def analyze_model(
         row.update(rho_next_pearson=float(rho["pearson"][i]), rho_next_spearman=float(rho["spearman"][i]),
                    rho_next_defined=bool(rho["defined"][i]), probe_heldout_mse=probe_mse[i],
                    shuffled_heldout_mse=shuffled_mse[i])
+        for key in ("attention_path_corr", "attention_path_null", "path_share"):
+            row.setdefault(key, None)
     return {
         "source": str(source),
         "corpus": {"tokens": int(windows.size), "windows": int(windows.shape[0]), "window": window},
@@ -179,9 +255,43 @@ def analyze_model(
         "token_strings": [tokenizer.token_string(int(t)) for t in tokens],
         "prefix_labels": None if labels is None else int(labels.size),
         "heldout_tokens": heldout.tolist(),
+        "paths": sample,
         "checkpoints": checkpoints,
         "similarity": {"next": signature_cosine(phi_next), "embedding": stacked_cosines(W)},
     }
+
+
+def _path_sample(first: Checkpoint, windows: np.ndarray, attention_windows: int, path_windows: int) -> dict:
+    """The ``paths`` record of :func:`analyze_model`: the fixed sample of windows for the attention-path
+    and path-share measures, or why they are skipped (the first checkpoint has no model)."""
+    from ctxstair.lm.analysis import NULL_PERMUTATIONS
+
+    record = {"skipped": first.no_model, "sample": [], "attention_windows": 0, "path_windows": 0, "window": 0,
+              "seed": SAMPLE_SEED, "null_permutations": NULL_PERMUTATIONS}
+    if first.model is None:
+        record["skipped"] = record["skipped"] or f"{NEEDS_LLAMA}: no model was loaded"
+        return record
+    chosen = np.random.default_rng(SAMPLE_SEED).permutation(windows.shape[0])[:attention_windows]
+    record.update(sample=chosen.tolist(), attention_windows=int(chosen.size),
+                  path_windows=int(min(path_windows, chosen.size)),
+                  window=int(min(windows.shape[1], first.model.cfg.max_seq_len)))
+    return record
+
+
+def _path_measures(checkpoint: Checkpoint, attention_sample: np.ndarray, path_sample: np.ndarray,
+                   tokens: np.ndarray, V: int) -> dict:
+    """``attention_path_corr``, ``attention_path_null`` (per layer) and ``path_share`` (per path) of one
+    checkpoint's model; None each when the checkpoint has none."""
+    model = checkpoint.model
+    if model is None:
+        return {"attention_path_corr": None, "attention_path_null": None, "path_share": None}
+    if attention_sample.shape[1] > model.cfg.max_seq_len:
+        raise InputError(f"checkpoint {checkpoint.name} has only {model.cfg.max_seq_len} positions, fewer than the "
+                         f"{attention_sample.shape[1]} of the first checkpoint's sample: not one run")
+    scores = analysis.attention_path_scores(model, attention_sample, tokens, V)
+    return {"attention_path_corr": [corr for _, corr, _ in scores],
+            "attention_path_null": [null for _, _, null in scores],
+            "path_share": analysis.path_shares(model, path_sample, tokens)}
 
 
 def _word_like_tokens(windows: np.ndarray, tokenizer: TextTokenizer, V: int, k: int) -> np.ndarray:
@@ -196,16 +306,20 @@ def _word_like_tokens(windows: np.ndarray, tokenizer: TextTokenizer, V: int, k: 
     return tokens
 
 
-def _token_embeddings(first: Checkpoint, rest: Iterator[Checkpoint],
-                      tokens: np.ndarray) -> tuple[list[dict], np.ndarray]:
-    """One ``{"name", "step"}`` row per checkpoint (``first``, then ``rest``) and their embedding rows of
-    ``tokens`` as float64 (S, T, d); InputError if a checkpoint's embeddings differ in shape from the first's."""
+def _token_embeddings(first: Checkpoint, rest: Iterator[Checkpoint], tokens: np.ndarray,
+                      measure: Callable[[Checkpoint], dict] | None = None) -> tuple[list[dict], np.ndarray]:
+    """One ``{"name", "step"}`` row per checkpoint (``first``, then ``rest``), extended by ``measure``'s
+    dict when given (computed while the checkpoint is in memory), and their embedding rows of ``tokens``
+    as float64 (S, T, d); InputError if a checkpoint's embeddings differ in shape from the first's."""
     checkpoints, W = [], []
     for checkpoint in chain([first], rest):
         if checkpoint.W_E.shape != first.W_E.shape:
             raise InputError(f"checkpoint {checkpoint.name} has embeddings of shape {checkpoint.W_E.shape}, "
                              f"unlike {first.name} {first.W_E.shape}: not one run")
-        checkpoints.append({"name": checkpoint.name, "step": checkpoint.step})
+        row = {"name": checkpoint.name, "step": checkpoint.step}
+        if measure is not None:
+            row.update(measure(checkpoint))
+        checkpoints.append(row)
         W.append(checkpoint.W_E[tokens].astype(np.float64))
     return checkpoints, np.stack(W)
 
@@ -240,8 +354,9 @@ def _resolve(source: str | os.PathLike) -> Path:
     return path
 
 
-def _run_snapshots(run: Path) -> Iterator[Checkpoint]:
-    """One checkpoint per ``snapshots/step_XXXXXXXX.safetensors`` of an LM run directory."""
+def _run_snapshots(run: Path, models: bool) -> Iterator[Checkpoint]:
+    """One checkpoint per ``snapshots/step_XXXXXXXX.safetensors`` of an LM run directory; with ``models``
+    each carries the DecoderLM of ``config.yaml`` with the snapshot's weights (float32)."""
     from safetensors import safe_open
 
     steps = sorted((int(m.group(1)), p) for p in (run / "snapshots").iterdir()
@@ -249,16 +364,66 @@ def _run_snapshots(run: Path) -> Iterator[Checkpoint]:
     if not steps:
         raise InputError(f"{run / 'snapshots'} holds no step_XXXXXXXX.safetensors snapshot")
     tokenizer = TextTokenizer.load(run / "tokenizer.json")
+    config, why = _run_config(run) if models else (None, None)
     for step, file in steps:
+        model = None
         with safe_open(file, framework="pt") as snapshot:
-            if "W_E" not in snapshot.keys():  # noqa: SIM118 -- safetensors' safe_open has keys() but no __contains__
+            names = list(snapshot.keys())
+            if "W_E" not in names:
                 raise InputError(f"snapshot {file} has no W_E tensor")
-            yield Checkpoint(file.stem, step, _numpy(snapshot.get_tensor("W_E")), tokenizer)
+            W_E = snapshot.get_tensor("W_E")
+            if config is not None:
+                state = {name: snapshot.get_tensor(name) for name in names}
+                model, why = _built(lambda: _run_decoder(config, state, file))  # noqa: B023 -- called at once
+        yield Checkpoint(file.stem, step, _numpy(W_E), tokenizer, model, why)
 
 
-def _hf_embeddings(folder: Path) -> np.ndarray:
-    """``get_input_embeddings().weight`` of the causal LM saved in ``folder``."""
+def _run_config(run: Path) -> tuple[object | None, str | None]:
+    """The LMConfig of an LM run's ``config.yaml``, or None and why it cannot be read."""
+    from ctxstair.config import load_yaml
+    from ctxstair.config.lm import LMConfig
+
+    try:
+        return load_yaml((run / "config.yaml").read_text(encoding="utf-8"), LMConfig), None
+    except (OSError, UnicodeDecodeError, InputError) as error:
+        return None, f"cannot rebuild the run's DecoderLM from {run / 'config.yaml'}: {_first_line(error)}"
+
+
+def _run_decoder(config, state: dict, file: Path) -> DecoderLM:
+    """The float32 DecoderLM of an LM run's config with a snapshot's weights ``state``; InputError if
+    the snapshot is not that model's whole state."""
+    import torch
+
+    from ctxstair.models import DecoderLM
+
+    model = DecoderLM(config.decoder_config(vocab_size=state["W_E"].shape[0]))
+    expected = model.state_dict()
+    missing = [name for name in expected if name not in state]
+    wrong = [name for name in expected if name in state and state[name].shape != expected[name].shape]
+    if missing or wrong or len(state) != len(expected):
+        example = (f"no {missing[0]}" if missing else f"{wrong[0]} of shape {tuple(state[wrong[0]].shape)}, not "
+                   f"{tuple(expected[wrong[0]].shape)}" if wrong else "tensors the model does not have")
+        raise InputError(f"snapshot {file.name} is not the whole state of the DecoderLM that config.yaml describes "
+                         f"({len(missing)} tensors missing, {len(wrong)} of another shape; {example})")
+    model.load_state_dict({name: tensor.to(torch.float32) for name, tensor in state.items()})
+    return model.eval()
+
+
+def _built(build: Callable[[], DecoderLM]) -> tuple[DecoderLM | None, str | None]:
+    """``(build(), None)``, or ``(None, why)`` when it raises InputError."""
+    try:
+        return build(), None
+    except InputError as error:
+        return None, str(error)
+
+
+def _hf_model(folder: Path, models: bool) -> tuple[np.ndarray, DecoderLM | None, str | None]:
+    """``get_input_embeddings().weight`` of the causal LM saved in ``folder`` and, with ``models``, the
+    model as a float32 DecoderLM (or None and why: not Llama-family)."""
+    import torch
     from transformers import AutoModelForCausalLM
+
+    from ctxstair.models.decoder_hf import from_hf_weights
 
     _check_safe_weights(folder)
     with _quiet_transformers():
@@ -269,7 +434,12 @@ def _hf_embeddings(folder: Path) -> np.ndarray:
                                                          trust_remote_code=False)
         except (OSError, ValueError, KeyError) as error:
             raise InputError(f"cannot load the model in {folder}: {_first_line(error)}") from None
-    return _numpy(model.get_input_embeddings().weight)
+    W_E = _numpy(model.get_input_embeddings().weight)
+    if not models:
+        return W_E, None, None
+    decoder, why = _built(lambda: from_hf_weights(
+        model.config, {name: tensor.detach().to(torch.float32) for name, tensor in model.state_dict().items()}))
+    return W_E, decoder, None if why is None else f"{NEEDS_LLAMA}: {why}"
 
 
 def _check_safe_weights(folder: Path) -> None:
@@ -329,6 +499,36 @@ def _gguf_embeddings(file: Path) -> np.ndarray:
     if tensor is None:
         raise InputError(f"GGUF file {file} has no {_GGUF_EMBEDDING} tensor")
     return np.ascontiguousarray(gguf.quants.dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+
+
+def _gguf_model(file: Path) -> tuple[DecoderLM | None, str | None]:
+    """The Llama model of a GGUF file as a float32 DecoderLM, or None and why.
+
+    ``transformers``' GGUF reader (``load_gguf_checkpoint``) gives the config and the tensors under
+    Hugging Face names, dequantised and with the query/key rows of llama.cpp's RoPE layout put back,
+    as ``from_pretrained(gguf_file=...)`` would (which also needs ``accelerate``); the name map is
+    taken from a Llama model built on the ``meta`` device (no memory)."""
+    import io
+
+    import torch
+    import transformers
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from ctxstair.models.decoder_hf import from_hf_weights
+
+    # Its progress bar is a plain tqdm on stderr, not the transformers one _quiet_transformers turns off.
+    with _quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            config = load_gguf_checkpoint(str(file))["config"]
+            if config.get("model_type") != "llama":
+                return None, f"{NEEDS_LLAMA}: {file.name} holds a {config.get('model_type')!r} model"
+            with torch.device("meta"):
+                names = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
+            tensors = load_gguf_checkpoint(str(file), return_tensors=True, model_to_load=names)["tensors"]
+        except (OSError, ValueError, KeyError, TypeError, NotImplementedError) as error:
+            return None, f"{NEEDS_LLAMA}, and the model in {file.name} cannot be read: {_first_line(error)}"
+    model, why = _built(lambda: from_hf_weights(config, {name: t.to(torch.float32) for name, t in tensors.items()}))
+    return model, None if why is None else f"{NEEDS_LLAMA}: {why}"
 
 
 def _gguf_tokenizer(file: Path) -> TextTokenizer:

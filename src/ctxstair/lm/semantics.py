@@ -56,6 +56,7 @@ EXPECTATIONS = {"ordered": "a path in the listed order", "cyclic": "a cycle in t
 # --- signatures: the corpus -------------------------------------------------------------------
 
 
+# long: half of it is the docstring, which says what the bootstrap resamples and why
 def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordGroup] = SYNTHETIC_GROUPS,
                     min_count: int = 5, *, n_permutations: int = 1000, bootstrap: int = 200,
                     block_tokens: int = 1000, seed: int = 0) -> dict:
@@ -111,21 +112,7 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
         raise InputError("the corpus has fewer than 2 tokens: no next-token pairs to count")
     V = tokenizer.vocab_size
     occurrences = np.bincount(ids[:-1], minlength=V)  # occurrences that have a next token
-
-    found: dict[str, dict[str, list[int]]] = {}  # group -> word -> its tokens
-    missing: dict[str, dict[str, str]] = {}
-    for name, group in groups.items():
-        found[name], missing[name] = {}, {}
-        for word in group.words:
-            tokens = _word_tokens(tokenizer, word)
-            total = int(occurrences[tokens].sum()) if tokens else 0
-            if not tokens:
-                missing[name][word] = "not a single token"
-            elif total < min_count:
-                missing[name][word] = f"occurs {total} times (< {min_count})"
-            else:
-                found[name][word] = tokens
-
+    found, missing = _find_words(tokenizer, groups, occurrences, min_count)
     rows = list(dict.fromkeys(w for words in found.values() for w in words))  # one row per word
     tokens_of = {w: tokens for words in found.values() for w, tokens in words.items()}
     counts = BlockBigramCounts(ids, [tokens_of[w] for w in rows], block_tokens)
@@ -517,6 +504,26 @@ def _check_groups(groups: dict[str, WordGroup]) -> None:
     for name, group in groups.items():
         if group.kind not in MEASURES:
             raise InputError(f"group {name!r} has kind {group.kind!r}; choose from {', '.join(MEASURES)}")
+
+
+def _find_words(tokenizer: TextTokenizer, groups: dict[str, WordGroup], occurrences: np.ndarray,
+                min_count: int) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[str, str]]]:
+    """(group -> word -> its tokens, group -> word -> why it is left out): a word counts when it is a
+    single token (as written or capitalised) whose ``occurrences`` (V,) sum to ``min_count`` or more."""
+    found: dict[str, dict[str, list[int]]] = {}
+    missing: dict[str, dict[str, str]] = {}
+    for name, group in groups.items():
+        found[name], missing[name] = {}, {}
+        for word in group.words:
+            tokens = _word_tokens(tokenizer, word)
+            total = int(occurrences[tokens].sum()) if tokens else 0
+            if not tokens:
+                missing[name][word] = "not a single token"
+            elif total < min_count:
+                missing[name][word] = f"occurs {total} times (< {min_count})"
+            else:
+                found[name][word] = tokens
+    return found, missing
 
 
 def _word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:

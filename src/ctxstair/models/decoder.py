@@ -1,7 +1,8 @@
 """A toy-size decoder-only language model of the Qwen2/Llama family (SPEC §5, §6.4).
 
-Pre-norm blocks with RMSNorm (learned weight, eps 1e-6), multi-head causal self-attention with
-rotary positions (RoPE, base 10000, rotate-half convention) and a SwiGLU MLP
+Pre-norm blocks with RMSNorm (learned weight, eps ``rms_eps``, default 1e-6), multi-head causal
+self-attention with rotary positions (RoPE, base ``rope_base``, default 10000, rotate-half
+convention) and a SwiGLU MLP
 ``W_down (silu(W_gate x) ⊙ W_up x)``; untied ``W_E`` (V, d) and ``W_U`` (V, d); no biases, no
 dropout. The residual stream is written as a sum of named contributions,
 
@@ -29,7 +30,8 @@ from ctxstair.checks import check_vocab_size
 from ctxstair.errors import InputError
 from ctxstair.models.init import gamma_normal_, realised_std, resolve_gamma
 
-#: RoPE frequency base and RMSNorm epsilon of the Qwen2/Llama family.
+#: RoPE frequency base and RMSNorm epsilon of the Qwen2/Llama family: the defaults of
+#: :class:`DecoderConfig` (released models set others, e.g. SmolLM2: 100000 and 1e-5).
 ROPE_BASE = 10000.0
 RMS_EPS = 1e-6
 
@@ -44,7 +46,9 @@ class DecoderConfig:
 
     ``gamma`` applies to every weight matrix; ``gamma_embedding`` (W_E), ``gamma_unembedding``
     (W_U), ``gamma_qk`` (W_Q, W_K), ``gamma_ov`` (W_V, W_O) and ``gamma_mlp`` (W_gate, W_up,
-    W_down) override it when given. ``seed`` fixes every initial weight.
+    W_down) override it when given. ``seed`` fixes every initial weight. ``rope_base`` and
+    ``rms_eps`` are the RoPE frequency base and the RMSNorm epsilon of every norm; the trainer
+    keeps the defaults, :func:`ctxstair.models.decoder_hf.from_hf` sets a released model's.
     """
 
     vocab_size: int
@@ -61,6 +65,8 @@ class DecoderConfig:
     gamma_ov: float | None = None
     gamma_mlp: float | None = None
     seed: int = 0
+    rope_base: float = ROPE_BASE
+    rms_eps: float = RMS_EPS
 
     def __post_init__(self):
         check_vocab_size(self.vocab_size)
@@ -68,6 +74,10 @@ class DecoderConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("rope_base", "rms_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise InputError(f"{name} must be a positive finite number, got {value!r}")
         if self.head_dim % 2:
             raise InputError(f"head_dim must be even (RoPE rotates coordinate pairs), got {self.head_dim}")
         for component in ("embedding", "unembedding", "qk", "ov", "mlp"):
@@ -97,12 +107,13 @@ class RMSNorm(torch.nn.Module):
         return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
-def rotary_tables(max_seq_len: int, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(max_seq_len: int, head_dim: int, dtype: torch.dtype,
+                  base: float = ROPE_BASE) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the RoPE angles, each (max_seq_len, head_dim), rotate-half layout.
 
-    Coordinate i and i + hd/2 form a pair rotated by angle ``pos · ROPE_BASE^{-2i/hd}``.
+    Coordinate i and i + hd/2 form a pair rotated by angle ``pos · base^{-2i/hd}``.
     """
-    inv_freq = ROPE_BASE ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (hd/2,)
+    inv_freq = float(base) ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (hd/2,)
     angles = torch.arange(max_seq_len, dtype=torch.float64)[:, None] * inv_freq  # (T_max, hd/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T_max, hd)
     # Angles in float64 first: in float32, pos · inv_freq loses digits at long positions.
@@ -125,12 +136,12 @@ class DecoderBlock(torch.nn.Module):
         super().__init__()
         d, inner, m = cfg.d_model, cfg.n_heads * cfg.head_dim, cfg.d_mlp
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
-        self.ln_attn = RMSNorm(d, dtype)
+        self.ln_attn = RMSNorm(d, dtype, cfg.rms_eps)
         self.W_Q = torch.nn.Parameter(torch.empty(inner, d, dtype=dtype))
         self.W_K = torch.nn.Parameter(torch.empty(inner, d, dtype=dtype))
         self.W_V = torch.nn.Parameter(torch.empty(inner, d, dtype=dtype))
         self.W_O = torch.nn.Parameter(torch.empty(d, inner, dtype=dtype))
-        self.ln_mlp = RMSNorm(d, dtype)
+        self.ln_mlp = RMSNorm(d, dtype, cfg.rms_eps)
         self.W_gate = torch.nn.Parameter(torch.empty(m, d, dtype=dtype))
         self.W_up = torch.nn.Parameter(torch.empty(m, d, dtype=dtype))
         self.W_down = torch.nn.Parameter(torch.empty(d, m, dtype=dtype))
@@ -174,9 +185,9 @@ class DecoderLM(torch.nn.Module):
         d = cfg.d_model
         self.W_E = torch.nn.Parameter(torch.empty(cfg.vocab_size, d, dtype=dtype))
         self.blocks = torch.nn.ModuleList(DecoderBlock(cfg, dtype) for _ in range(cfg.n_layers))
-        self.ln_final = RMSNorm(d, dtype)
+        self.ln_final = RMSNorm(d, dtype, cfg.rms_eps)
         self.W_U = torch.nn.Parameter(torch.empty(cfg.vocab_size, d, dtype=dtype))
-        cos, sin = rotary_tables(cfg.max_seq_len, cfg.head_dim, dtype)
+        cos, sin = rotary_tables(cfg.max_seq_len, cfg.head_dim, dtype, cfg.rope_base)
         # Derived from the config: not learned and not worth saving in checkpoints.
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)

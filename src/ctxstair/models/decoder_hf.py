@@ -5,15 +5,25 @@
   γ-initialised by us (SPEC §4), never by the framework's ``initializer_range``.
 * :func:`llama_config` — the ``LlamaConfig`` of a :class:`DecoderConfig`.
 * :func:`to_hf` / :func:`from_hf` — copy weights into a ``LlamaForCausalLM`` (to use Hugging Face
-  tooling on our checkpoints) and back.
+  tooling on our checkpoints) and back; :func:`from_hf_weights` builds the DecoderLM from a config
+  and a state dict (e.g. the tensors of a GGUF file).
 * :data:`PAPER_0_7B` — the sizes of the paper's run.
 
 Our decoder is exactly a Llama network with one key/value head per query head, plain RoPE of base
 10000, RMSNorm eps 1e-6, SwiGLU (``silu``), untied embeddings, no biases and no dropout. A config
-that differs in any of these is refused with the reason, never silently approximated: grouped-query
-attention, another ``rope_theta`` or a rope scaling, tied embeddings, biases, another epsilon or
-activation, attention dropout. Qwen2 configs are read but refused, because Qwen2 always has q/k/v
-biases; a LlamaConfig of the same sizes describes the bias-free model DecoderLM is.
+for training (:func:`decoder_config_from_hf`) that differs in any of these is refused with the
+reason, never silently approximated: grouped-query attention, another ``rope_theta`` or a rope
+scaling, tied embeddings, biases, another epsilon or activation, attention dropout. Qwen2 configs
+are read but refused, because Qwen2 always has q/k/v biases; a LlamaConfig of the same sizes
+describes the bias-free model DecoderLM is.
+
+Loading a released model (:func:`from_hf`, ``pretrained=True``) also accepts what can be copied
+into a DecoderLM that computes the same function: grouped-query attention (each key/value head's
+weights repeated for the query heads of its group, as Hugging Face's ``repeat_kv`` does), tied
+embeddings (``W_U`` a copy of ``W_E``), and any ``rope_theta`` and ``rms_norm_eps``
+(:class:`DecoderConfig` ``rope_base``, ``rms_eps``). Rope scaling, biases, other activations and
+attention dropout stay refused. SmolLM2 (9 query heads, 3 key/value heads, RoPE base 100000,
+eps 1e-5, tied) loads this way.
 
 The weight layouts agree: every matrix is (out, in) in both, and heads are contiguous blocks of
 ``head_dim`` rows of ``W_Q, W_K, W_V`` with the rotate-half RoPE pairing (i, i + hd/2) in both.
@@ -46,7 +56,8 @@ _BLOCK_NAMES = {"ln_attn.weight": "input_layernorm.weight", "W_Q": "self_attn.q_
                 "W_up": "mlp.up_proj.weight", "W_down": "mlp.down_proj.weight"}
 
 
-def decoder_config_from_hf(config: Any, vocab_size: int | None = None, **overrides: Any) -> DecoderConfig:
+def decoder_config_from_hf(config: Any, vocab_size: int | None = None, *, pretrained: bool = False,
+                           **overrides: Any) -> DecoderConfig:
     """The :class:`DecoderConfig` of a Hugging Face Llama config (SPEC §5).
 
     Args:
@@ -54,11 +65,15 @@ def decoder_config_from_hf(config: Any, vocab_size: int | None = None, **overrid
             its dict (``to_dict()``; needs ``model_type``), or the path of a ``config.json`` or of
             a directory holding one.
         vocab_size: replaces the config's ``vocab_size`` (e.g. our tokenizer's).
+        pretrained: the config of a released model whose weights :func:`from_hf_weights` will copy:
+            grouped-query attention, tied embeddings, any ``rope_theta`` and ``rms_norm_eps`` are
+            accepted (module docstring). False (training a DecoderLM of these sizes): refused.
         overrides: other :class:`DecoderConfig` fields (γ's, ``seed``, ``max_seq_len``...).
 
     ``hidden_size`` → d_model, ``num_hidden_layers`` → n_layers, ``num_attention_heads`` →
     n_heads, ``head_dim`` (default hidden_size // heads) → head_dim, ``intermediate_size`` →
-    d_mlp, ``max_position_embeddings`` → max_seq_len. Raises InputError naming the first feature
+    d_mlp, ``max_position_embeddings`` → max_seq_len; with ``pretrained``, ``rope_theta`` →
+    rope_base and ``rms_norm_eps`` → rms_eps. Raises InputError naming the first feature
     DecoderLM does not have (see the module docstring).
     """
     hf = _read_config(config)
@@ -69,19 +84,25 @@ def decoder_config_from_hf(config: Any, vocab_size: int | None = None, **overrid
     rope = dict(hf.rope_parameters or {})
     heads = hf.num_attention_heads
     kv_heads = hf.num_key_value_heads or heads
+    rope_theta = rope.get("rope_theta", ROPE_BASE)
+    if pretrained and heads % kv_heads == 0:
+        kv_heads = heads  # from_hf_weights repeats each key/value head for its group of query heads
     refusals = [
         (hf.model_type == "qwen2", "Qwen2 has q/k/v biases and DecoderLM has no biases (SPEC §5); "
                                    "use a LlamaConfig of the same sizes"),
         (getattr(hf, "attention_bias", False) or getattr(hf, "mlp_bias", False),
          "attention_bias/mlp_bias=True, but DecoderLM has no biases (SPEC §5)"),
         (kv_heads != heads, f"num_key_value_heads={kv_heads} differs from num_attention_heads={heads} "
-                            "(grouped-query attention); DecoderLM has one key/value head per query head"),
+                            "(grouped-query attention); DecoderLM has one key/value head per query head"
+                            + ("" if not pretrained else ", and it does not divide the query heads into groups")),
         (rope.get("rope_type", "default") != "default",
          f"rope scaling {rope.get('rope_type')!r}, but DecoderLM uses plain RoPE"),
-        (rope.get("rope_theta", ROPE_BASE) != ROPE_BASE,
+        (not pretrained and rope_theta != ROPE_BASE,
          f"rope_theta={rope.get('rope_theta')}, but DecoderLM's RoPE base is {ROPE_BASE:g}"),
-        (hf.tie_word_embeddings, "tie_word_embeddings=True, but DecoderLM's W_E and W_U are untied (SPEC §5)"),
-        (hf.rms_norm_eps != RMS_EPS, f"rms_norm_eps={hf.rms_norm_eps:g}, but DecoderLM's RMSNorm eps is {RMS_EPS:g}"),
+        (not pretrained and hf.tie_word_embeddings,
+         "tie_word_embeddings=True, but DecoderLM's W_E and W_U are untied (SPEC §5)"),
+        (not pretrained and hf.rms_norm_eps != RMS_EPS,
+         f"rms_norm_eps={hf.rms_norm_eps:g}, but DecoderLM's RMSNorm eps is {RMS_EPS:g}"),
         (hf.hidden_act != "silu", f"hidden_act={hf.hidden_act!r}, but DecoderLM's MLP is SwiGLU ('silu')"),
         (bool(hf.attention_dropout), f"attention_dropout={hf.attention_dropout}, but DecoderLM has no dropout"),
     ]
@@ -92,6 +113,8 @@ def decoder_config_from_hf(config: Any, vocab_size: int | None = None, **overrid
              "n_layers": hf.num_hidden_layers, "n_heads": heads,
              "head_dim": getattr(hf, "head_dim", None) or hf.hidden_size // heads,
              "d_mlp": hf.intermediate_size, "max_seq_len": hf.max_position_embeddings}
+    if pretrained:
+        sizes.update(rope_base=float(rope_theta), rms_eps=float(hf.rms_norm_eps))
     return DecoderConfig(**{**sizes, **overrides})
 
 
@@ -144,8 +167,8 @@ def llama_config(cfg: DecoderConfig) -> transformers.LlamaConfig:
     return transformers.LlamaConfig(
         vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_mlp,
         num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads,
-        head_dim=cfg.head_dim, max_position_embeddings=cfg.max_seq_len, hidden_act="silu", rms_norm_eps=RMS_EPS,
-        rope_parameters={"rope_type": "default", "rope_theta": ROPE_BASE}, tie_word_embeddings=False,
+        head_dim=cfg.head_dim, max_position_embeddings=cfg.max_seq_len, hidden_act="silu", rms_norm_eps=cfg.rms_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_base}, tie_word_embeddings=False,
         attention_bias=False, mlp_bias=False, attention_dropout=0.0,
         # Our tokenizers define no BOS/EOS ids; Llama's defaults (1, 2) would be wrong claims.
         bos_token_id=None, eos_token_id=None)
@@ -176,17 +199,58 @@ def to_hf(model: DecoderLM) -> transformers.LlamaForCausalLM:
 
 def from_hf(hf_model: transformers.PreTrainedModel) -> DecoderLM:
     """A :class:`DecoderLM` holding copies of the weights of a Llama causal LM whose config
-    :func:`decoder_config_from_hf` accepts; on its device and in its dtype.
+    :func:`decoder_config_from_hf` accepts with ``pretrained=True`` (grouped-query attention and
+    tied embeddings included, see the module docstring); on its device and in its dtype, in the
+    HF model's train/eval mode. Its logits equal the HF model's up to rounding.
 
     The returned model's ``cfg`` has the default γ's and seed: they describe no weights here."""
-    cfg = decoder_config_from_hf(hf_model.config)
+    cfg = decoder_config_from_hf(hf_model.config, pretrained=True)
     state = hf_model.state_dict()
     names = _hf_names(cfg.n_layers)
-    missing = [theirs for theirs in names.values() if theirs not in state]
+    missing = [theirs for ours, theirs in names.items() if theirs not in state and ours != "W_U"]
     if missing:
         raise InputError(f"hf_model has no {missing[0]} ({len(missing)} weights missing); from_hf needs a "
                          f"LlamaForCausalLM, got {type(hf_model).__name__}")
-    weight = state[names["W_E"]]
+    return from_hf_weights(hf_model.config, state).train(hf_model.training)
+
+
+def from_hf_weights(config: Any, state: dict[str, Any]) -> DecoderLM:
+    """A :class:`DecoderLM` from a Hugging Face Llama config and its ``LlamaForCausalLM`` state dict.
+
+    Args:
+        config: as :func:`decoder_config_from_hf` (read with ``pretrained=True``).
+        state: Hugging Face name -> tensor (``model.embed_tokens.weight``, ``model.layers.ℓ...``,
+            ``model.norm.weight``, ``lm_head.weight``); all in one dtype and on one device, which
+            the model takes. ``lm_head.weight`` may be absent when the config ties the embeddings.
+
+    With ``num_key_value_heads`` = K < H query heads, ``k_proj`` / ``v_proj`` are (K·hd, d); key/value
+    head j serves query heads ``j·H/K ... (j+1)·H/K − 1`` (Hugging Face ``repeat_kv``), so its
+    rows are repeated H/K times into DecoderLM's (H·hd, d) ``W_K`` / ``W_V``. With tied embeddings
+    ``W_U`` is a copy of ``W_E``. Raises InputError for a refused config or a missing or
+    misshapen weight.
+    """
+    cfg = decoder_config_from_hf(config, pretrained=True)
+    hf = _read_config(config)
+    names = _hf_names(cfg.n_layers)
+    state = dict(state)
+    if names["W_U"] not in state and hf.tie_word_embeddings and names["W_E"] in state:
+        state[names["W_U"]] = state[names["W_E"]]
+    missing = [theirs for theirs in names.values() if theirs not in state]
+    if missing:
+        raise InputError(f"the weights lack {missing[0]} ({len(missing)} of the {len(names)} a DecoderLM of "
+                         f"{cfg.n_layers} layers needs are missing)")
+    groups = cfg.n_heads // (hf.num_key_value_heads or cfg.n_heads)
+    ours = {}
+    for name, theirs in names.items():
+        tensor = state[theirs]
+        if groups > 1 and name.endswith((".W_K", ".W_V")):  # (K·hd, d) -> (H·hd, d), heads in blocks of hd rows
+            tensor = tensor.unflatten(0, (-1, cfg.head_dim)).repeat_interleave(groups, dim=0).flatten(0, 1)
+        ours[name] = tensor
+    weight = ours["W_E"]
     model = DecoderLM(cfg, dtype=weight.dtype).to(weight.device)
-    model.load_state_dict({ours: state[theirs] for ours, theirs in names.items()}, strict=True)
-    return model.train(hf_model.training)
+    try:
+        model.load_state_dict(ours, strict=True)
+    except RuntimeError as error:  # a shape that disagrees with the config
+        reason = " ".join(str(error).split("\n")[-1].split())
+        raise InputError(f"the weights do not fit the config {_describe(config)}: {reason}") from None
+    return model.eval()

@@ -56,22 +56,7 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     course = ms.rho_next_course(run)
     steps, rho = course["steps"], course["rho"]
     peak = int(np.nanargmax(rho))
-    third = steps <= cfg.train.steps / 3
-    rho_keys = [
-        KeyNumber("ρ_next (Pearson) at initialization", ms.fmt(rho[0]), "≈ 0; met if |ρ| < 0.2",
-                  bool(abs(rho[0]) < 0.2)),
-        KeyNumber("ρ_next early peak", f"{ms.fmt(rho[peak])} at step {steps[peak]} (of {cfg.train.steps}); "
-                                       f"{ms.fmt(course['peak_rise'])} above initialization",
-                  "a clear peak early: ≥ 0.3 above initialization, in the first third of training",
-                  bool(course["peak_rise"] >= 0.3 and third[peak])),
-        KeyNumber("ρ_next at the end",
-                  f"{ms.fmt(rho[-1])}: {course['decay_fraction']:.0%} below the peak; held-out loss "
-                  f"{ms.fmt(course['val_loss_at_peak'])} at the peak → {ms.fmt(course['val_loss_end'])} nats "
-                  "at the end",
-                  "decays by ≥ 25 % of the peak to a level ≥ 0.1 while the held-out loss keeps falling",
-                  bool(course["decay_fraction"] >= 0.25 and rho[-1] >= 0.1
-                       and course["val_loss_end"] < course["val_loss_at_peak"])),
-    ]
+    rho_keys = _rho_next_keys(course, cfg.train.steps)
     paragraph = (
         f"A {cfg.model.n_layers}-layer decoder (d = {cfg.model.d_model}, γ = {cfg.model.gamma}) trained on "
         f"{cfg.corpus.source!r} ({cfg.corpus.tokenizer}, {cfg.corpus.vocab_size} tokens): the correlation of the "
@@ -83,6 +68,44 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     if not (run / "lm_analysis.csv").is_file():  # analysis.measures=rho_next
         return Outcome(rho_keys + [loss_key], paragraph + " Only ρ_next was measured (analysis.measures=rho_next).",
                        rho_figure, summary)
+    keys, more, probe, shuffled = _analysis_keys(run, steps, peak, steps <= cfg.train.steps / 3)
+    figures = {
+        **rho_figure,
+        "probe.png": ("Held-out MSE of the prefix probe against its shuffled control.", lm_figures.probe_figure(run)),
+        "attention_path.png": ("Attention-path correlation per layer and snapshot.",
+                               lm_figures.attention_path_figure(run)),
+        "path_shares.png": ("Direct, attention and MLP paths of the embeddings' update.",
+                            lm_figures.path_shares_figure(run)),
+    }
+    summary.update(probe_heldout_mse=probe, probe_shuffled_mse=shuffled)
+    return Outcome(rho_keys + keys + [loss_key], paragraph + more, figures, summary)
+
+
+def _rho_next_keys(course: dict, steps_total: int) -> list[KeyNumber]:
+    """The judged rows of ρ_next's course (:func:`ctxstair.report.measures.rho_next_course`)."""
+    steps, rho = course["steps"], course["rho"]
+    peak = int(np.nanargmax(rho))
+    third = steps <= steps_total / 3
+    return [
+        KeyNumber("ρ_next (Pearson) at initialization", ms.fmt(rho[0]), "≈ 0; met if |ρ| < 0.2",
+                  bool(abs(rho[0]) < 0.2)),
+        KeyNumber("ρ_next early peak", f"{ms.fmt(rho[peak])} at step {steps[peak]} (of {steps_total}); "
+                                       f"{ms.fmt(course['peak_rise'])} above initialization",
+                  "a clear peak early: ≥ 0.3 above initialization, in the first third of training",
+                  bool(course["peak_rise"] >= 0.3 and third[peak])),
+        KeyNumber("ρ_next at the end",
+                  f"{ms.fmt(rho[-1])}: {course['decay_fraction']:.0%} below the peak; held-out loss "
+                  f"{ms.fmt(course['val_loss_at_peak'])} at the peak → {ms.fmt(course['val_loss_end'])} nats "
+                  "at the end",
+                  "decays by ≥ 25 % of the peak to a level ≥ 0.1 while the held-out loss keeps falling",
+                  bool(course["decay_fraction"] >= 0.25 and rho[-1] >= 0.1
+                       and course["val_loss_end"] < course["val_loss_at_peak"])),
+    ]
+
+
+def _analysis_keys(run: Path, steps: np.ndarray, peak: int, first_third: np.ndarray) -> tuple:
+    """The rows of the probe, attention-path and path-share measures (``lm_analysis.csv``), the
+    paragraph's sentences about them, and the probe's two MSE series."""
     table = read_lm_analysis(run)
     _, probe = measure_series(table, "probe_heldout_mse")
     _, shuffled = measure_series(table, "probe_shuffled_mse")
@@ -90,12 +113,12 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     attn = {layer: measure_series(table, "attention_path_corr", layer)[1] for layer in layers}
     null = {layer: measure_series(table, "attention_path_null", layer)[1] for layer in layers}
     # the layer and early snapshot where the attention-path correlation stands highest above its null
-    best_layer, best = max(((layer, int(np.argmax(np.where(third, attn[layer] - null[layer], -np.inf))))
+    best_layer, best = max(((layer, int(np.argmax(np.where(first_third, attn[layer] - null[layer], -np.inf))))
                             for layer in layers), key=lambda lb: attn[lb[0]][lb[1]] - null[lb[0]][lb[1]])
     _, direct = measure_series(table, "path_share", "embed")
     after_rise = np.arange(len(steps)) >= max(peak, 1)  # from the peak on; never the initialization
     probe_wins = float(np.mean(probe[after_rise] < shuffled[after_rise]))
-    keys = rho_keys + [
+    keys = [
         KeyNumber("prefix probe: held-out MSE vs shuffled control after the rise",
                   f"below the control at {probe_wins:.0%} of the {int(after_rise.sum())} snapshots from the peak on; "
                   f"at the end {ms.fmt(probe[-1], 4)} vs {ms.fmt(shuffled[-1], 4)}",
@@ -110,25 +133,15 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("direct-path share of the embeddings' update, start → end",
                   f"{ms.fmt(direct[0])} → {ms.fmt(direct[-1])}",
                   "the direct path (next-token signature) dominates at small init (SPEC §6.4)", None),
-        loss_key,
     ]
-    paragraph += (
+    paragraph = (
         f" The first-order prefix probe predicts the geometry of held-out tokens with MSE "
         f"{ms.fmt(probe[-1], 4)} against {ms.fmt(shuffled[-1], 4)} for shuffled signatures. Early on "
         f"(step {steps[best]}) the attention-path signature of layer {best_layer} correlates with W_O W_V w_α at "
         f"{ms.fmt(attn[best_layer][best])} (permutation null {ms.fmt(null[best_layer][best])}), "
         f"{ms.fmt(attn[best_layer][-1])} at the end."
     )
-    figures = {
-        **rho_figure,
-        "probe.png": ("Held-out MSE of the prefix probe against its shuffled control.", lm_figures.probe_figure(run)),
-        "attention_path.png": ("Attention-path correlation per layer and snapshot.",
-                               lm_figures.attention_path_figure(run)),
-        "path_shares.png": ("Direct, attention and MLP paths of the embeddings' update.",
-                            lm_figures.path_shares_figure(run)),
-    }
-    summary.update(probe_heldout_mse=probe, probe_shuffled_mse=shuffled)
-    return Outcome(keys, paragraph, figures, summary)
+    return keys, paragraph, probe, shuffled
 
 
 register(Recipe(

@@ -31,7 +31,7 @@ DECODER_OBJECTIVES = ("loss", "label")
 
 
 def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str = "loss",
-                            full: bool = True) -> dict[str, np.ndarray]:
+                            full: bool = True, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Embedding gradient of ``objective`` split into the paths of the residual stream (SPEC §6.4).
 
     Args:
@@ -40,27 +40,37 @@ def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str
         objective: ``loss`` (−mean next-token cross-entropy) or ``label`` (mean next-token logit).
         full: also return ``full``, the plain autograd gradient (one more backward pass, through the
             unembedding: skip it when only the paths are needed).
+        rows: token ids whose rows are returned (default all V). Each path is restricted to them as
+            soon as it is computed, so a large vocabulary costs one (V, d) gradient at a time, not
+            one per path; the values are those rows of the full result, bit for bit.
 
     Returns:
-        float64 (V, d) per path, keyed like :meth:`DecoderLM.residual_contributions` (``embed``,
-        ``attn.0``, ``mlp.0``, ...), plus ``full`` when asked; the paths sum to ``full`` up to
-        rounding. ``model``'s ``.grad`` fields are left untouched.
+        float64 (V, d) (or (len(rows), d)) per path, keyed like
+        :meth:`DecoderLM.residual_contributions` (``embed``, ``attn.0``, ``mlp.0``, ...), plus
+        ``full`` when asked; the paths sum to ``full`` up to rounding. ``model``'s ``.grad`` fields
+        are left untouched.
     """
     _check_objective(objective)
     X = check_sequences(tokens, model.cfg.vocab_size, "tokens")
     if X.shape[1] < 2:
         raise InputError(f"tokens need windows of length T >= 2 to hold a next token, got shape {X.shape}")
+    keep = None if rows is None else torch.from_numpy(check_id_subset(rows, model.cfg.vocab_size, "rows").copy())
     X = torch.as_tensor(X, device=model.W_E.device)
+
+    def restricted(g: torch.Tensor) -> np.ndarray:
+        g = g.detach()
+        return (g if keep is None else g[keep.to(g.device)]).to(torch.float64).cpu().numpy()
+
     contributions = model.residual_contributions(X)
     stream = sum(contributions.values())  # (n, T, d): the final stream, as in forward()
     logits = model.logits_from_stream(stream)  # (n, T, V)
     value = -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
     (upstream,) = torch.autograd.grad(value, stream, retain_graph=True)  # G, (n, T, d)
-    paths = {name: torch.autograd.grad(c, model.W_E, upstream, retain_graph=True)[0]
+    paths = {name: restricted(torch.autograd.grad(c, model.W_E, upstream, retain_graph=True)[0])
              for name, c in contributions.items()}
     if full:
-        (paths["full"],) = torch.autograd.grad(value, model.W_E)
-    return {name: g.detach().to(torch.float64).cpu().numpy() for name, g in paths.items()}
+        paths["full"] = restricted(torch.autograd.grad(value, model.W_E)[0])
+    return paths
 
 
 def direct_path_prediction(model: DecoderLM, r_nt: np.ndarray, phi_nt: np.ndarray, objective: str = "loss",
