@@ -157,7 +157,8 @@ def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
     """ρ_next (left) and the held-out loss (right) against the training step for every cell of a
     language-model sweep, one colour per cell; ``courses``: cell label -> the dict of
     :func:`ctxstair.report.measures.rho_next_course`. The step axis is linear up to 10, then log."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    rows_of_labels = -(-len(courses) // 3)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8 + 0.22 * rows_of_labels), layout="constrained")
     colours = plt.cm.viridis(np.linspace(0, 0.95, max(1, len(courses))))
     for colour, (label, course) in zip(colours, courses.items()):
         left.plot(course["steps"], course["rho"], color=colour, lw=1.4, marker="o", ms=2, label=label)
@@ -168,6 +169,6 @@ def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
-    left.legend(fontsize=7, loc="upper left", ncol=1 if len(courses) < 8 else 2)
+    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7)
     fig.suptitle(f"ρ_next and held-out loss of all {len(courses)} cells", fontsize=12)
     return fig
