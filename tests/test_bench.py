@@ -104,6 +104,22 @@ def test_headline_table_reads_each_benchmarks_numbers():
     ]
 
 
+MONITOR = """| round | wall without (s) | wall with (s) | with / without | measurements | inside (s) |
+|---|---|---|---|---|---|
+| 1 | 60.0 | 61.2 | 1.020 | 19 | 1.1 |
+
+monitor overhead: 1.8 % of training (target at most 5 %: met; time inside the callback over the rest of the same \
+run, median of 3); wall time with / without: +2.0 % (per round +2.0 %); CPU time +1.9 %; median step without 240 ms
+"""
+
+
+def test_headline_table_reads_the_monitor_overhead():
+    assert bench_commands.headline_table({"monitor": MONITOR}).splitlines()[2:] == [
+        "| monitor | staircase monitor in a Trainer run, default cadence: time inside / rest of the run | "
+        "1.8 % of training (target at most 5 %: met) |",
+        "| monitor | wall time of the run with the monitor / without | +2.0 % |"]
+
+
 def test_bench_only_signatures_prints_the_table(capsys):
     assert main(["bench", "--only", "signatures"]) == 0
     out = capsys.readouterr().out

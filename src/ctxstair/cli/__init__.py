@@ -9,6 +9,7 @@ partial output behind.
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]
                                                            # sweep.csv, phase diagrams
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
+    ctxstair report runs/trainer                           # a Trainer output measured by ctxstair.monitor
     ctxstair verify runs/staircase-add                     # every snapshot and checkpoint against its SHA-256
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
     ctxstair analyze-model smollm2 --corpus shakespeare    # ρ_next and the prefix probe of a trained model
@@ -78,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="train only: no snapshot files, alignment analysis or report")
     add_training_options(run)
 
-    report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory")
+    report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory "
+                                 "(or of a Trainer output measured by ctxstair.monitor)")
     report.add_argument("run_dir", type=Path)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(commands)
@@ -132,11 +134,18 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    """Rebuild a recipe's (or a sweep's) summary, figures and report from its directory."""
+    """Rebuild a recipe's (or a sweep's) summary, figures and report from its directory; for a Hugging
+    Face Trainer output measured by ctxstair.monitor, its staircase report."""
     from ctxstair.recipes import write_recipe_report
+    from ctxstair.report.trainer_report import is_trainer_output, write_trainer_report
     from ctxstair.sweep import write_sweep_report
 
-    (write_sweep_report if (args.run_dir / "sweep.json").is_file() else write_recipe_report)(args.run_dir)
+    if (args.run_dir / "sweep.json").is_file():
+        write_sweep_report(args.run_dir)
+    elif is_trainer_output(args.run_dir):
+        write_trainer_report(args.run_dir)
+    else:
+        write_recipe_report(args.run_dir)
     print(f"report: {args.run_dir / 'report.html'}")
 
 

@@ -1,15 +1,16 @@
 """``ctxstair bench``: run the scripts of ``benchmarks/`` and print one table of
 their headline numbers.
 
-    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, memory,
-                                      # reproducible (≈ 6.5 min)
+    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, decoder,
+                                      # memory, reproducible, monitor (≈ 12 min)
     ctxstair bench --only ensemble    # one of them
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
 command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
 and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M
-tokens, the cost of reproducible mode). ``benchmarks/`` is not part of the installed package, so
-the command needs a source checkout of the repository.
+tokens, the cost of reproducible mode, what the staircase monitor adds to a Trainer run).
+``benchmarks/`` is not part of the installed package, so the command needs a source checkout of the
+repository.
 """
 
 from __future__ import annotations
@@ -91,10 +92,20 @@ def _reproducible(output: str) -> list[tuple[str, str]]:
             ("reproducible mode / default: staircase-add wall time", found.group(2) if found else "?")]
 
 
+def _monitor(output: str) -> list[tuple[str, str]]:
+    """What the staircase monitor adds to a Trainer run (its time over the rest of the run), and the
+    wall-time ratio of paired runs with and without it."""
+    found = re.search(r"^monitor overhead: (\S+ % of training \(target at most 5 %: [^;]+);", output, flags=re.M)
+    wall = re.search(r"wall time with / without: (\S+ %)", output)
+    return [("staircase monitor in a Trainer run, default cadence: time inside / rest of the run",
+             f"{found.group(1)})" if found else "?"),
+            ("wall time of the run with the monitor / without", wall.group(1) if wall else "?")]
+
+
 #: Benchmark name -> headline numbers read from its output; run in this order.
 HEADLINES: dict[str, Callable[[str], list[tuple[str, str]]]] = {
     "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead,
-    "decoder": _decoder, "memory": _memory, "reproducible": _reproducible}
+    "decoder": _decoder, "memory": _memory, "reproducible": _reproducible, "monitor": _monitor}
 
 
 def headline_table(outputs: dict[str, str]) -> str:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
+from ctxstair.monitor import SETTINGS_FILE
 from ctxstair.numerics import describe
 
 __all__ = ["write_report"]
@@ -156,8 +157,8 @@ def _figure(run_dir: Path, number: int, caption: str, path: str | os.PathLike) -
 
 def _config(run_dir: Path) -> str:
     """The run's config.yaml; for a recipe directory, recipe.json and each part's config.yaml; for
-    a sweep, sweep.json."""
-    for name in ("config.yaml", "sweep.json"):
+    a sweep, sweep.json; for a Trainer run measured by ctxstair.monitor, the monitor's settings."""
+    for name in ("config.yaml", "sweep.json", SETTINGS_FILE):
         path = run_dir / name
         if path.is_file():
             return f"<pre>{escape(path.read_text(encoding='utf-8').rstrip())}</pre>"

@@ -23,7 +23,8 @@ from ctxstair.report.run_figures import PALETTE  # noqa: E402
 _STEP_LABEL = "training step (symlog scale: linear below 10)"
 
 
-def _step_axis(ax: plt.Axes) -> None:
+def step_axis(ax: plt.Axes) -> None:
+    """Training steps on a symlog x axis (linear below 10, so step 0 shows), labelled, with a grid."""
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(left=0)
     ax.set_xlabel(_STEP_LABEL)
@@ -40,7 +41,7 @@ def rho_next_figure(run_dir: str | os.PathLike) -> plt.Figure:
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel("correlation of S^emb(t) with S^next\n(upper triangle over eligible tokens)")
     ax.legend(fontsize=8, frameon=False)
-    _step_axis(ax)
+    step_axis(ax)
     _loss_panel(ax_loss, run_dir)
     fig.suptitle("Embeddings vs next-token signatures over training (SPEC §7 ρ_next)")
     return fig
@@ -62,7 +63,7 @@ def _loss_panel(ax: plt.Axes, run_dir: str | os.PathLike) -> None:
     ax.plot(*zip(*val), color=PALETTE[1], marker="o", markersize=3, linewidth=1.4, label="held-out loss")
     ax.set_ylabel("next-token loss (nats)")
     ax.legend(fontsize=8, frameon=False)
-    _step_axis(ax)
+    step_axis(ax)
 
 
 def probe_figure(run_dir: str | os.PathLike) -> plt.Figure:
@@ -75,7 +76,7 @@ def probe_figure(run_dir: str | os.PathLike) -> plt.Figure:
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
     ax.legend(fontsize=8, frameon=False)
-    _step_axis(ax)
+    step_axis(ax)
     fig.suptitle("First-order prefix signatures predict the embedding geometry of unseen tokens (SPEC §7)")
     return fig
 
@@ -113,6 +114,6 @@ def path_shares_figure(run_dir: str | os.PathLike) -> plt.Figure:
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of the summed path norms")
     ax.legend(fontsize=8, frameon=False, ncol=2)
-    _step_axis(ax)
+    step_axis(ax)
     fig.suptitle("Which path moves the embeddings: direct, attention and MLP paths (SPEC §6.4)")
     return fig
