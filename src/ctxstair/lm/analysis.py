@@ -123,8 +123,14 @@ def rho_next(W: object, phi_next: object) -> dict:
     phi = float_array(phi_next, "phi_next", min_ndim=2)
     if phi.ndim != 2:
         raise InputError(f"phi_next must have shape (T tokens, V), got shape {phi.shape}")
-    emb = _snapshots(W, phi.shape[0], "phi_next")
-    return compare(stacked_cosines(emb), signature_cosine(phi))
+    return rho_next_against(W, signature_cosine(phi))
+
+
+def rho_next_against(W: object, S_next: np.ndarray) -> dict:
+    """:func:`rho_next` with the next-token signatures' cosine matrix ``S_next`` (T, T) already
+    computed (:func:`~ctxstair.alignment.signature_cosine`), for callers that measure many times
+    against the same signatures: at a vocabulary of 50k that matrix costs about 2 GFLOP."""
+    return compare(stacked_cosines(_snapshots(W, S_next.shape[0], "S_next")), S_next)
 
 
 def token_split(n_tokens: int, heldout_fraction: float = 0.25, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -264,10 +264,8 @@ def analyze_model(
 def _path_sample(first: Checkpoint, windows: np.ndarray, attention_windows: int, path_windows: int) -> dict:
     """The ``paths`` record of :func:`analyze_model`: the fixed sample of windows for the attention-path
     and path-share measures, or why they are skipped (the first checkpoint has no model)."""
-    from ctxstair.lm.analysis import NULL_PERMUTATIONS
-
     record = {"skipped": first.no_model, "sample": [], "attention_windows": 0, "path_windows": 0, "window": 0,
-              "seed": SAMPLE_SEED, "null_permutations": NULL_PERMUTATIONS}
+              "seed": SAMPLE_SEED, "null_permutations": analysis.NULL_PERMUTATIONS}
     if first.model is None:
         record["skipped"] = record["skipped"] or f"{NEEDS_LLAMA}: no model was loaded"
         return record

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from ctxstair.alignment.similarity import compare, signature_cosine, stacked_cosines
+from ctxstair.alignment.similarity import signature_cosine
 from ctxstair.checks import as_array, check_id_subset, check_sequences, int_in_range, positive_float
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
@@ -256,9 +256,7 @@ class StaircaseMonitor:
         if self.windows.max() >= V:
             raise InputError(f"the windows hold token id {self.windows.max()}, but the model has only {V} "
                              "embedding rows")
-        # ρ_next is lm.analysis.rho_next, compare(stacked_cosines(W), signature_cosine(φ^{y;nt})), with the
-        # signature's cosines computed once: for a vocabulary of 50k they cost 2 GFLOP per measurement.
-        rho = compare(stacked_cosines(rows[None]), self._next_token_cosines(V))
+        rho = analysis.rho_next_against(rows, self._next_token_cosines(V))  # the signature cosines kept
         values = {"rho_next": float(rho["pearson"][0]), "rho_next_spearman": float(rho["spearman"][0])}
         self.seconds = {"embeddings": time.perf_counter() - start}
         if probe:
