@@ -20,7 +20,7 @@ import torch
 
 from ctxstair.errors import InputError
 from ctxstair.monitor import KEY_PREFIX
-from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor
+from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor, callback_schedule
 
 
 class StaircaseLightningCallback(pl.Callback):
@@ -41,12 +41,8 @@ class StaircaseLightningCallback(pl.Callback):
     def __init__(self, monitor: StaircaseMonitor, *, log_points: int = LOG_POINTS, every: int = EVERY,
                  paths_every: int | None = PATHS_EVERY, probe_every: int | None = None,
                  model: Callable[[pl.LightningModule], torch.nn.Module] | None = None):
-        if not isinstance(monitor, StaircaseMonitor):
-            raise InputError(f"monitor must be a StaircaseMonitor, got {type(monitor).__name__}")
+        self.schedule = callback_schedule(monitor, log_points, every, paths_every, probe_every)
         self.monitor = monitor
-        self.schedule = {"log_points": log_points, "every": every, "paths_every": paths_every,
-                         "probe_every": probe_every}
-        Cadence(1, **self.schedule)  # bad settings fail here, not at the start of training
         self.select = model or _network
         self.cadence: Cadence | None = None
         self.history: list[dict] = []

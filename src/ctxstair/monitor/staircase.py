@@ -423,3 +423,14 @@ def _cpu_float32(state: dict) -> dict:
     """A state dict's floating tensors as float32 CPU copies (integer buffers as they are, on the CPU)."""
     return {name: tensor.detach().to("cpu", torch.float32 if tensor.is_floating_point() else tensor.dtype)
             for name, tensor in state.items()}
+
+
+def callback_schedule(monitor: StaircaseMonitor, log_points: int, every: int, paths_every: int | None,
+                      probe_every: int | None) -> dict:
+    """Check a training callback's monitor and cadence settings when the callback is built (not at
+    the start of training) and return the settings, for ``Cadence(max_steps, **settings)``."""
+    if not isinstance(monitor, StaircaseMonitor):
+        raise InputError(f"monitor must be a StaircaseMonitor, got {type(monitor).__name__}")
+    schedule = {"log_points": log_points, "every": every, "paths_every": paths_every, "probe_every": probe_every}
+    Cadence(1, **schedule)
+    return schedule

@@ -38,7 +38,7 @@ from transformers import TrainerCallback
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.monitor import KEY_PREFIX, SETTINGS_FILE
-from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor
+from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor, callback_schedule
 
 
 class StaircaseCallback(TrainerCallback):
@@ -63,12 +63,8 @@ class StaircaseCallback(TrainerCallback):
 
     def __init__(self, monitor: StaircaseMonitor, *, log_points: int = LOG_POINTS, every: int = EVERY,
                  paths_every: int | None = PATHS_EVERY, probe_every: int | None = None):
-        if not isinstance(monitor, StaircaseMonitor):
-            raise InputError(f"monitor must be a StaircaseMonitor, got {type(monitor).__name__}")
+        self.schedule = callback_schedule(monitor, log_points, every, paths_every, probe_every)
         self.monitor = monitor
-        self.schedule = {"log_points": log_points, "every": every, "paths_every": paths_every,
-                         "probe_every": probe_every}
-        Cadence(1, **self.schedule)  # bad settings fail here, not at the start of training
         self.cadence: Cadence | None = None
         self.attached = False
         self.history: list[dict] = []
