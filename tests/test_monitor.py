@@ -150,6 +150,28 @@ def test_measure_reads_the_model_without_changing_it(corpus):
     assert set(monitor.measure(hf, probe=False, paths=False)) == {"rho_next", "rho_next_spearman"}
 
 
+def test_numpy_runs_on_one_blas_thread_while_the_monitor_measures(corpus, monkeypatch):
+    """Multi-threaded OpenBLAS calls left worker threads spinning into the next training step
+    (benchmarks/RESULTS.md): inside measure every BLAS library has one thread, afterwards its own again."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    windows, tokenizer = corpus["windows"], corpus["tokenizer"]
+    monitor = StaircaseMonitor(windows, monitor_tokens(tokenizer, windows, k=20), probe=False)
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append({info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"})
+        return rho_next_against(*args, **kwargs)
+
+    rho_next_against = analysis.rho_next_against
+    monkeypatch.setattr(analysis, "rho_next_against", recording)
+    with threadpool_limits(limits=2, user_api="blas"):
+        monitor.measure(tiny_decoder(tokenizer.vocab_size))
+        after = {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
+    assert len(seen) == 1 and seen[0] and set(seen[0].values()) == {1}
+    assert set(after) == set(seen[0]) and set(after.values()) == {2}
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda w, t: StaircaseMonitor(w[0], t), r"windows must be a 2-D integer array .* shape \(32,\)"),
     (lambda w, t: StaircaseMonitor(w.astype(float), t), "windows must be a 2-D integer array .*float64"),

@@ -32,11 +32,13 @@ the training run with a monitor computes the same weights as without.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterator
 
 import numpy as np
 import torch
+from threadpoolctl import ThreadpoolController
 
 from ctxstair.alignment.similarity import signature_cosine
 from ctxstair.checks import as_array, check_id_subset, check_sequences, int_in_range, positive_float
@@ -247,24 +249,25 @@ class StaircaseMonitor:
         if probe and not self.probe:
             raise InputError("this monitor was built with probe=False: it has no prefix signatures to fit")
         start = time.perf_counter()
-        with _reading(model):
-            W_E, rows, decoder, why = _weights(model, self.tokens, paths)
-        V = W_E.shape[0]
-        if self.vocab_size not in (None, V):
-            raise InputError(f"the model has {V} embedding rows, but this monitor's signatures are over "
-                             f"vocab_size={self.vocab_size}")
-        if self.windows.max() >= V:
-            raise InputError(f"the windows hold token id {self.windows.max()}, but the model has only {V} "
-                             "embedding rows")
-        rho = analysis.rho_next_against(rows, self._next_token_cosines(V))  # the signature cosines kept
-        values = {"rho_next": float(rho["pearson"][0]), "rho_next_spearman": float(rho["spearman"][0])}
-        self.seconds = {"embeddings": time.perf_counter() - start}
-        if probe:
-            values.update(self._probe(rows))
-        self.skipped = why if paths else None
-        if decoder is not None:
-            values.update(self._path_measures(decoder, V))
-        return values
+        with _one_blas_thread():
+            with _reading(model):
+                W_E, rows, decoder, why = _weights(model, self.tokens, paths)
+            V = W_E.shape[0]
+            if self.vocab_size not in (None, V):
+                raise InputError(f"the model has {V} embedding rows, but this monitor's signatures are over "
+                                 f"vocab_size={self.vocab_size}")
+            if self.windows.max() >= V:
+                raise InputError(f"the windows hold token id {self.windows.max()}, but the model has only {V} "
+                                 "embedding rows")
+            rho = analysis.rho_next_against(rows, self._next_token_cosines(V))  # the signature cosines kept
+            values = {"rho_next": float(rho["pearson"][0]), "rho_next_spearman": float(rho["spearman"][0])}
+            self.seconds = {"embeddings": time.perf_counter() - start}
+            if probe:
+                values.update(self._probe(rows))
+            self.skipped = why if paths else None
+            if decoder is not None:
+                values.update(self._path_measures(decoder, V))
+            return values
 
     def measure_at(self, model: torch.nn.Module, step: int, cadence: Cadence) -> dict[str, float] | None:
         """:meth:`measure` with the parts ``cadence`` asks for at ``step`` (and the monitor has); None
@@ -330,6 +333,21 @@ class StaircaseMonitor:
         values.update({f"path_share/{name}": float(share) for name, share in shares.items()})
         self.seconds["path_shares"] = time.perf_counter() - start
         return values
+
+
+@functools.cache
+def _blas_pools() -> ThreadpoolController:
+    """The BLAS libraries loaded in this process (numpy's and scipy's OpenBLAS), found once."""
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager:
+    """numpy and scipy on one BLAS thread while the monitor measures. After a multi-threaded call,
+    OpenBLAS's worker threads keep spinning for a while and take the cores from the training's
+    next step: on 2 cores that step took twice as long after each measurement
+    (``benchmarks/RESULTS.md``). The monitor's arrays are small, so one thread costs it little;
+    torch's own thread pool, which the path measures use, is left as it is."""
+    return _blas_pools().limit(limits=1, user_api="blas")
 
 
 def _windows_array(windows: object) -> np.ndarray:
