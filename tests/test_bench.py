@@ -121,6 +121,20 @@ def test_headline_table_reads_the_monitor_overhead():
         "| monitor | time inside the monitor's callback / the rest of the run | 1.8 % |"]
 
 
+EXPLORER = """| measure | value | budget |
+|---|---|---|
+| file size | 5.71 MB | ≤ 10 MB |
+
+explorer budgets: 5.71 MB, interactive in 1629 ms, redraw 43 ms median and 53 ms max (all met); load average after: 1.5
+"""
+
+
+def test_headline_table_reads_the_explorer_budgets():
+    assert bench_commands.headline_table({"explorer": EXPLORER}).splitlines()[2:] == [
+        "| explorer | staircase-add explorer: size, time to interactive, redraw per step (≤ 10 MB, ≤ 2 s, ≤ 100 ms) | "
+        "5.71 MB, interactive in 1629 ms, redraw 43 ms median and 53 ms max (all met) |"]
+
+
 def test_bench_only_signatures_prints_the_table(capsys):
     assert main(["bench", "--only", "signatures"]) == 0
     out = capsys.readouterr().out

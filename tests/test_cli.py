@@ -155,8 +155,10 @@ def test_report_on_a_non_run_directory_exits_2(tmp_path, capsys):
 def test_run_then_report_then_resume(tmp_path, capsys):
     out = tmp_path / "law"
     assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3"]) == 0
-    assert re.fullmatch(re.escape(f"report: {out / 'report.html'}") + r" \(peak memory \d+ MiB\)",
-                        capsys.readouterr().out.strip())
+    report_line, *explorer_lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(re.escape(f"report: {out / 'report.html'}") + r" \(peak memory \d+ MiB\)", report_line)
+    assert explorer_lines == [f"explorer: {out / part / 'explorer.html'}" for part in ("uniform", "normal", "poisson",
+                                                                                         "exp")]
     report = (out / "report.html").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["exp", "figures", "normal", "poisson", "recipe.json",
                                                       "report.html", "summary.json", "uniform"]

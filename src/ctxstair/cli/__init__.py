@@ -38,7 +38,8 @@ from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 #: ``set_defaults(handler=function)``; a handler takes the parsed arguments and raises InputError
 #: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
 COMMAND_MODULES: tuple[str, ...] = ("ctxstair.cli.lm_train", "ctxstair.cli.analyze_model", "ctxstair.cli.data",
-                                     "ctxstair.cli.sweep", "ctxstair.cli.verify", "ctxstair.cli.bench")
+                                     "ctxstair.cli.sweep", "ctxstair.cli.verify", "ctxstair.cli.bench",
+                                     "ctxstair.cli.explore")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -123,7 +124,8 @@ def cmd_recipes(_: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    """Run a recipe into its directory and print where the report is."""
+    """Run a recipe into its directory and print where the report and the explorer are."""
+    from ctxstair.cli.explore import explore_run
     from ctxstair.recipes import run_recipe
 
     out = args.out or Path("runs") / args.recipe
@@ -131,6 +133,8 @@ def cmd_run(args: argparse.Namespace) -> None:
                resume=args.resume, force=args.force, analysis=not args.no_analysis)
     print((f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
           + f" (peak memory {rundir.peak_rss_mib():.0f} MiB)")
+    if not args.no_analysis:
+        explore_run(out)
 
 
 def cmd_report(args: argparse.Namespace) -> None:

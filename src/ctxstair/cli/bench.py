@@ -2,13 +2,14 @@
 their headline numbers.
 
     ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, decoder,
-                                      # memory, reproducible, monitor (≈ 12 min)
+                                      # memory, reproducible, monitor, explorer (≈ 13 min)
     ctxstair bench --only ensemble    # one of them
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
 command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
 and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M
-tokens, the cost of reproducible mode, what the staircase monitor adds to a Trainer run).
+tokens, the cost of reproducible mode, what the staircase monitor adds to a Trainer run, the
+explorer page's size and speed).
 ``benchmarks/`` is not part of the installed package, so the command needs a source checkout of the
 repository.
 """
@@ -102,10 +103,18 @@ def _monitor(output: str) -> list[tuple[str, str]]:
             ("time inside the monitor's callback / the rest of the run", inside.group(1) if inside else "?")]
 
 
+def _explorer(output: str) -> list[tuple[str, str]]:
+    """The staircase-add explorer's size, time to interactive and redraw time against their budgets."""
+    found = re.search(r"^explorer budgets: (.+?); load average", output, flags=re.M)
+    return [("staircase-add explorer: size, time to interactive, redraw per step (≤ 10 MB, ≤ 2 s, ≤ 100 ms)",
+             found.group(1) if found else "?")]
+
+
 #: Benchmark name -> headline numbers read from its output; run in this order.
 HEADLINES: dict[str, Callable[[str], list[tuple[str, str]]]] = {
     "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead,
-    "decoder": _decoder, "memory": _memory, "reproducible": _reproducible, "monitor": _monitor}
+    "decoder": _decoder, "memory": _memory, "reproducible": _reproducible, "monitor": _monitor,
+    "explorer": _explorer}
 
 
 def headline_table(outputs: dict[str, str]) -> str:

@@ -32,7 +32,8 @@ def register(commands) -> None:
 
 
 def train_command(args: argparse.Namespace) -> None:
-    """Run ``lm-staircase`` with the command's overrides and print where the report is."""
+    """Run ``lm-staircase`` with the command's overrides and print where the report and the explorer are."""
+    from ctxstair.cli.explore import explore_run
     from ctxstair.config.lm import LMConfig
     from ctxstair.lm.train import torchrun_world, train_lm
     from ctxstair.recipes import run_recipe
@@ -46,3 +47,4 @@ def train_command(args: argparse.Namespace) -> None:
         return
     run_recipe("lm-staircase", args.out, overrides, resume=args.resume, force=args.force)
     print(f"report: {args.out / 'report.html'}")
+    explore_run(args.out)

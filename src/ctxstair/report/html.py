@@ -90,6 +90,7 @@ def write_report(
         "<body>",
         f"<h1>{escape(str(title))}</h1>",
         f'<p class="summary">{escape(str(summary_paragraph))}</p>',
+        *_explorer_links(run_dir),
         "<h2>Key numbers</h2>",
         _key_number_table(key_numbers),
         *_provenance(run_dir),
@@ -105,6 +106,22 @@ def write_report(
     path = run_dir / "report.html"
     atomic_write_text(path, "\n".join(parts))
     return path
+
+
+def _explorer_links(run_dir: Path) -> list[str]:
+    """A line linking the interactive explorer page(s) of the directory: one per run with snapshots
+    (the directory itself or each part), or the sweep's page (:mod:`ctxstair.report.explorer`)."""
+    from ctxstair.report.explorer import EXPLORER, explorer_targets
+
+    if (run_dir / "sweep.json").is_file():
+        pages = [EXPLORER]
+    else:
+        pages = [(target / EXPLORER).relative_to(run_dir).as_posix() for target in explorer_targets(run_dir)]
+    if not pages:
+        return []
+    links = ", ".join(f'<a href="{escape(page)}">{escape(page)}</a>' for page in pages)
+    return [f'<p class="explore">Interactive explorer, to scrub through the snapshots: {links} (written by '
+            "<code>ctxstair run</code>, <code>ctxstair lm train</code> and <code>ctxstair explore DIR</code>).</p>"]
 
 
 def _provenance(run_dir: Path) -> list[str]:

@@ -52,15 +52,21 @@ def phase_figures(rows: list[dict[str, Any]], grid: dict[str, list[Any]], analys
     keys = list(grid)
     pooled = f" Medians also pool the values of {', '.join(keys[2:])}." if len(keys) > 2 else ""
     figures = {}
-    specs = (([_LM_SHAPE_FIGURE, _LM_TIMING_FIGURE] if analysed else []) + [_LM_TRAINING_FIGURE] if lm else
-             ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE])
-    for name, title, panels in specs:
+    for name, title, panels in phase_specs(analysed, lm):
         fig = phase_figure(rows, grid, panels, title)
         caption = (f"{title}: " + "; ".join(label for _, label, _ in panels)
                    + (f", against {keys[0]}: each dot a member, the line the median of a cell." if len(keys) == 1 else
                       f", median over each cell's members, {keys[0]} along x and {keys[1]} along y.{pooled}"))
         figures[name] = (caption, fig)
     return figures
+
+
+def phase_specs(analysed: bool, lm: bool) -> list[tuple[str, str, list[tuple[str, str, bool]]]]:
+    """``(file, title, [(column, label, log colour scale)])`` of each phase diagram of a sweep, in
+    order; ``analysed``: the sweep ran the analysis; ``lm``: a language-model sweep."""
+    if lm:
+        return ([_LM_SHAPE_FIGURE, _LM_TIMING_FIGURE] if analysed else []) + [_LM_TRAINING_FIGURE]
+    return ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE]
 
 
 def phase_figure(rows: list[dict[str, Any]], grid: dict[str, list[Any]], panels: list[tuple[str, str, bool]],

@@ -1,0 +1,89 @@
+"""``ctxstair explore``: one self-contained, interactive HTML page per run, language-model run or sweep.
+
+The explorer reads only the files of the run-directory contract (``docs/run-directory.md``) —
+snapshots, ``signatures.npz``, ``alignment.csv``, ``metrics.jsonl``, ``lm_analysis.csv``,
+``sweep.csv`` — so it works on any finished run, also one made before it existed::
+
+    from ctxstair.report.explorer import write_explorer
+    write_explorer("runs/staircase-add")          # runs/staircase-add/explorer.html
+
+* a **run** (:mod:`~ctxstair.report.explorer.run_data`): a snapshot slider with play/pause;
+  ``S^emb(t)`` next to ``S^sig,(0)`` and ``S^sig,(1)`` through a chosen Fourier probe; the
+  alignment curves and the loss with a cursor at ``t``; the PCA of the embeddings at ``t``;
+* a **language-model run** (:mod:`~ctxstair.report.explorer.lm_data`): ρ_next, the prefix probe and
+  the attention-path correlations over steps with the cursor; the word groups' PCA and cosines;
+* a **sweep** (:mod:`~ctxstair.report.explorer.sweep_data`): the phase diagrams, each cell linking
+  to its runs' explorers, which are written with it.
+
+Page mechanics: :mod:`~ctxstair.report.explorer.page`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ctxstair import rundir
+from ctxstair.errors import InputError
+from ctxstair.report.explorer.page import write_page
+
+__all__ = ["EXPLORER", "explorer_targets", "write_explorer"]
+
+#: The explorer's file name inside a run or sweep directory.
+EXPLORER = "explorer.html"
+
+
+def explorer_targets(path: str | Path) -> list[Path]:
+    """The run directories under ``path`` that an explorer can show: ``path`` itself when it has
+    snapshots, else those of its parts (``recipe.json``'s ``parts``) that have them."""
+    path = Path(path)
+    if rundir.snapshot_times(path):
+        return [path]
+    parts = rundir.read_json(path, "recipe.json").get("parts", []) if (path / "recipe.json").is_file() else []
+    return [path / part for part in parts if part and rundir.snapshot_times(path / part)]
+
+
+def write_explorer(path: str | Path, out: str | Path | None = None, member: int = 0) -> list[Path]:
+    """Write the explorer page(s) of ``path`` (module docstring) and return their paths.
+
+    Args:
+        path: a run directory (ensemble or language model), a recipe output with parts (one page
+            per part), or a sweep directory (its page, then every cell's runs' pages).
+        out: the page's file when ``path`` gives one page (default ``<path>/explorer.html``).
+        member: the ensemble member a run's page shows.
+
+    Raises:
+        InputError: ``path`` holds nothing to explore (no snapshots: a run made with
+            ``--no-analysis``, or not a ctxstair directory), or ``out`` with several pages.
+    """
+    from ctxstair.report.explorer import sweep_data
+
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"{path} is not a directory")
+    if (path / "sweep.json").is_file():
+        cells = [page for cell in sweep_data.cell_dirs(path) for page in _pages(cell, None, member)]
+        page = Path(out or path / EXPLORER)
+        return [write_page(page, sweep_data.sweep_payload(path, page.parent)), *cells]
+    targets = explorer_targets(path)
+    if not targets:
+        raise InputError(f"{path} has no snapshots to explore: explore a run directory (a run made with "
+                         "--no-analysis has none), a recipe output or a sweep")
+    if out is not None and len(targets) > 1:
+        raise InputError(f"{path} holds {len(targets)} runs ({', '.join(t.name for t in targets)}): "
+                         "--out names one page; explore each part's directory instead")
+    return [page for target in targets for page in _pages(target, out, member)]
+
+
+def _pages(run_dir: Path, out: str | Path | None, member: int) -> list[Path]:
+    from ctxstair.report.explorer import lm_data, run_data
+
+    pages = []
+    for target in explorer_targets(run_dir):
+        config = yaml.safe_load((target / "config.yaml").read_text()) if (target / "config.yaml").is_file() else {}
+        page = Path(out or target / EXPLORER)
+        payload = (lm_data.lm_payload(target, page.parent) if isinstance(config, dict) and "corpus" in config
+                   else run_data.run_payload(target, member, page.parent))
+        pages.append(write_page(page, payload))
+    return pages

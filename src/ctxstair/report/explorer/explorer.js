@@ -1,0 +1,365 @@
+// The ctxstair explorer: draws a run, a language-model run or a sweep from the JSON payload that
+// ctxstair.report.explorer wrote into this page. Everything it needs is in the page (plotly.js
+// above, the data below); it fetches nothing.
+//
+// window.explorer is the page's state for tests and the console: kind, data, index (the snapshot
+// shown), show(i) (moves the slider; a promise), timings (milliseconds of each redraw, from the
+// slider's change until every plot has redrawn), ready and readyAt (performance.now() when the
+// page first became interactive), scriptAt (performance.now() when this script began: what came
+// before it is reading the file and compiling plotly.js).
+"use strict";
+(function () {
+  const scriptAt = performance.now();
+  const D = JSON.parse(document.getElementById("explorer-data").textContent);
+  const app = document.getElementById("app");
+  const PLOT = { displaylogo: false, responsive: false };
+  const PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"];
+  const explorer = { kind: D.kind, data: D, index: 0, timings: [], ready: false, readyAt: null, scriptAt: scriptAt,
+                     show: null };
+  window.explorer = explorer;
+
+  function element(tag, attributes, parent, text) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, value);
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function header() {
+    element("h1", {}, app, D.title);
+    const lead = element("p", { class: "lead" }, app, D.lead || "");
+    if (D.report) {
+      lead.appendChild(document.createTextNode(" "));
+      element("a", { href: D.report }, lead, "The static report with the key numbers.");
+    }
+  }
+
+  function row() { return element("div", { class: "row" }, app); }
+  function panel(parent, id) { return element("div", { id: id, class: "panel" }, parent); }
+  const column = (points, j) => points.map((p) => p[j]);
+  const title = (text) => ({ text: text, font: { size: 13 } });
+
+  // ------------------------------------------------------------------ shared pieces
+
+  function heatmap(id, z, labels, heading) {
+    const axis = { type: "category", tickfont: { size: 8 } };
+    return Plotly.newPlot(id, [{
+      type: "heatmap", z: z, x: labels, y: labels, zmin: -1, zmax: 1, colorscale: "RdBu",
+      hovertemplate: "tokens %{y} and %{x}<br>cosine %{z:.4f}<extra></extra>",
+      colorbar: { title: { text: "cosine" }, thickness: 12 },
+    }], {
+      title: title(heading), width: 400, height: 400, margin: { l: 50, r: 10, t: 64, b: 50 },
+      xaxis: Object.assign({ title: { text: "token" } }, axis),
+      yaxis: Object.assign({ title: { text: "token" }, autorange: "reversed" }, axis),
+    }, PLOT);
+  }
+
+  // The curves use a log time axis, where time 0 (the initialization) has no place: its cursor
+  // stands at the first positive time, and the time label says so. The cursor is a line laid over
+  // the plot, placed from the axis range Plotly writes back into the layout: moving it costs
+  // nothing, where a Plotly relayout of a shape redraws the whole plot (20 ms each here).
+  const cursors = [];
+
+  function curvesPanel(parent, id) {
+    const holder = element("div", { class: "curves" }, parent);
+    panel(holder, id);
+    cursors.push({ plot: id, line: element("div", { id: `${id}-cursor`, class: "cursor" }, holder) });
+  }
+
+  function placeCursors(t) {
+    const positive = D.times.filter((s) => s > 0);
+    const x = Math.log10(t > 0 ? t : (positive.length ? positive[0] : 1));
+    for (const cursor of cursors) {
+      // _fullLayout holds the drawn plot area (margins grown for the legend) and range: Plotly's own
+      // state, pinned with the plotly package.
+      const full = document.getElementById(cursor.plot)._fullLayout;
+      const [low, high] = full.xaxis.range, area = full._size;
+      const left = area.l + ((x - low) / (high - low)) * area.w;
+      Object.assign(cursor.line.style, { left: `${left}px`, top: `${area.t}px`, height: `${area.h}px` });
+      cursor.line.dataset.time = String(t);
+    }
+  }
+
+  function positiveTimes(series) {
+    const keep = series.x.map((x, i) => i).filter((i) => series.x[i] > 0);
+    return { x: keep.map((i) => series.x[i]), y: keep.map((i) => series.y[i]) };
+  }
+
+  function curvesPlot(id, traces, heading, ylabel, options) {
+    const unit = D.unit;
+    return Plotly.newPlot(id, traces, Object.assign({
+      title: title(heading), width: 780, height: 340, margin: { l: 70, r: 20, t: 50, b: 50 },
+      xaxis: { type: "log", title: { text: `${unit} (log scale; the initialization, ${unit} 0, is not shown)` } },
+      yaxis: { title: { text: ylabel } },
+      legend: { orientation: "h", y: -0.25, font: { size: 11 } },
+    }, options || {}), PLOT);
+  }
+
+  function pcaRanges(frames) {
+    let bound = 0;
+    for (const frame of frames) for (const point of frame) bound = Math.max(bound, Math.abs(point[0]), Math.abs(point[1]));
+    bound = 1.12 * (bound || 1);
+    return [-bound, bound];
+  }
+
+  function controls(extra) {
+    const bar = element("div", { id: "controls" }, app);
+    const play = element("button", { id: "play", type: "button" }, bar, "▶ play");
+    const slider = element("input", { id: "time-slider", type: "range", min: 0, max: D.times.length - 1, step: 1,
+                                       value: 0, "aria-label": `snapshot (${D.unit})` }, bar);
+    const label = element("span", { id: "time-label" }, bar);
+    (extra || []).forEach((build) => build(bar));
+    let timer = null;
+    const stop = () => { clearInterval(timer); timer = null; play.textContent = "▶ play"; };
+    play.addEventListener("click", () => {
+      if (timer) { stop(); return; }
+      if (explorer.index >= D.times.length - 1) explorer.show(0);
+      play.textContent = "❚❚ pause";
+      timer = setInterval(() => {
+        if (explorer.index >= D.times.length - 1) { stop(); return; }
+        explorer.show(explorer.index + 1);
+      }, 450);
+    });
+    slider.addEventListener("input", () => explorer.show(Number(slider.value)));
+    return { slider: slider, label: label };
+  }
+
+  function select(bar, id, text, options, chosen, onChange) {
+    const label = element("label", { for: id }, bar, text + " ");
+    const box = element("select", { id: id }, label);
+    for (const [value, name] of options) {
+      const option = element("option", { value: String(value) }, box, name);
+      if (String(value) === String(chosen)) option.selected = true;
+    }
+    box.addEventListener("change", () => onChange(box.value));
+    return box;
+  }
+
+  function valueAt(series, t) {
+    const i = series.x.indexOf(t);
+    return i >= 0 ? series.y[i] : null;
+  }
+
+  const fmt = (v) => (v === null || v === undefined ? "—" : Number(v).toFixed(3));
+
+  // Every redraw is timed from the request until all plots have redrawn.
+  function timed(draw) {
+    return async function (i) {
+      const started = performance.now();
+      i = Math.max(0, Math.min(D.times.length - 1, Math.round(i)));
+      explorer.index = i;
+      await Promise.all(draw(i));
+      explorer.timings.push(performance.now() - started);
+    };
+  }
+
+  function markReady(plots) {
+    return Promise.all(plots).then(() => {
+      explorer.ready = true;
+      explorer.readyAt = performance.now();
+      document.body.setAttribute("data-ready", "true");
+    });
+  }
+
+  // ------------------------------------------------------------------ a run
+
+  function runPage() {
+    header();
+    let k = D.sig1 ? String(D.sig1.default_k) : null;
+    let mode = "fixed";
+    const ui = controls([
+      (bar) => D.sig1 && select(bar, "fourier-k", "Fourier probe k", D.sig1.ks.map((v) => [v, String(v)]), k, (v) => {
+        k = v;
+        Plotly.update("sig1-heatmap", { z: [D.sig1.S[k]] }, { "title.text": sig1Title() });
+        Plotly.restyle("alignment-curves", fourierTrace(), [D.curves.length]);
+      }),
+      (bar) => D.pca && select(bar, "pca-mode", "PCA", [["fixed", "one basis for all snapshots"],
+                                                         ["procrustes", "each snapshot's own, Procrustes-aligned"]],
+                               mode, (v) => {
+        mode = v;
+        Plotly.relayout("pca", { "xaxis.range": pcaRanges(D.pca[mode]), "yaxis.range": pcaRanges(D.pca[mode]) });
+        explorer.show(explorer.index);
+      }),
+    ]);
+    const top = row();
+    panel(top, "emb-heatmap"); panel(top, "sig0-heatmap"); if (D.sig1) panel(top, "sig1-heatmap");
+    const middle = row();
+    curvesPanel(middle, "alignment-curves"); if (D.pca) panel(middle, "pca");
+    curvesPanel(row(), "loss-curves");
+
+    const sig1Title = () => `S^sig,(1) through the Fourier probe c_${k}<br>(cosine of φ^(y;1) c_k, fixed)`;
+    const order0 = D.curves.length ? D.curves[0] : null;
+    const embTitle = (i) => `S^emb at ${D.unit} ${D.times[i]}` +
+      (order0 ? `<br>${order0.name.split(":")[0]}: ${fmt(valueAt(order0, D.times[i]))}` : "");
+    const pcaTitle = (i) => `PCA of the unit embedding rows at ${D.unit} ${D.times[i]}<br>` +
+      (mode === "fixed" ? "one basis for all snapshots" : "each snapshot's own, Procrustes-aligned");
+    function fourierTrace() {
+      const series = D.fourier[k] ? positiveTimes(D.fourier[k]) : { x: [], y: [] };
+      return { x: [series.x], y: [series.y], name: [`order 1 through c_${k} (Pearson)`] };
+    }
+    const curveTraces = D.curves.map((series, j) => Object.assign(positiveTimes(series), {
+      name: series.name, mode: "lines+markers", marker: { size: 4 }, line: { color: PALETTE[j] },
+    }));
+    if (D.sig1) {
+      const fourier = fourierTrace();
+      curveTraces.push({ x: fourier.x[0], y: fourier.y[0], name: fourier.name[0], mode: "lines+markers",
+                         marker: { size: 4 }, line: { color: PALETTE[curveTraces.length], dash: "dash" } });
+    }
+    const lossTraces = [
+      Object.assign(positiveTimes({ x: D.loss.x, y: D.loss.loss }), { name: "training loss (nats)", line: { color: PALETTE[0] } }),
+      Object.assign(positiveTimes({ x: D.loss.x, y: D.loss.acc }), { name: "training accuracy", yaxis: "y2", line: { color: PALETTE[1] } }),
+    ];
+    const points = (i) => (D.pca ? D.pca[mode][i] : []);
+    const colours = D.tokens.map((_, j) => j);
+    const plots = [
+      heatmap("emb-heatmap", D.S_emb[0], D.tokens, embTitle(0)),
+      heatmap("sig0-heatmap", D.S_sig0, D.tokens, "S^sig,(0): order-0 label signatures<br>(cosine, fixed)"),
+      D.sig1 ? heatmap("sig1-heatmap", D.sig1.S[k], D.tokens, sig1Title()) : null,
+      curvesPlot("alignment-curves", curveTraces, "Alignment of S^emb(t) with each signature order",
+                 "correlation (upper triangle)"),
+      D.pca && Plotly.newPlot("pca", [{
+        type: "scatter", mode: "markers+text", x: column(points(0), 0), y: column(points(0), 1), text: D.tokens,
+        textposition: "top center", textfont: { size: 9 },
+        marker: { size: 8, color: colours, colorscale: "Viridis", showscale: true,
+                  colorbar: { title: { text: "token order" }, thickness: 10 } },
+        hovertemplate: "token %{text}<br>PC1 %{x:.3f}, PC2 %{y:.3f}<extra></extra>",
+      }], {
+        title: title(pcaTitle(0)), width: 460, height: 420, margin: { l: 55, r: 10, t: 64, b: 50 },
+        xaxis: { title: { text: "PC 1" }, range: pcaRanges(D.pca[mode]), zeroline: false },
+        yaxis: { title: { text: "PC 2" }, range: pcaRanges(D.pca[mode]), zeroline: false },
+      }, PLOT),
+      curvesPlot("loss-curves", lossTraces, "Training loss and accuracy (full batch)", "loss (nats, log scale)", {
+        yaxis: { title: { text: "loss (nats, log scale)" }, type: "log" },
+        yaxis2: { title: { text: "accuracy" }, overlaying: "y", side: "right", range: [0, 1.02], tickmode: "linear",
+                  tick0: 0, dtick: 0.2, showgrid: false },
+        margin: { l: 70, r: 70, t: 50, b: 50 },
+      }),
+    ].filter(Boolean);
+
+    explorer.show = timed((i) => {
+      const t = D.times[i];
+      ui.slider.value = i;
+      ui.label.textContent = `${D.unit} ${t}${t === 0 ? " (initialization)" : ""} · snapshot ${i + 1} of ${D.times.length}`;
+      return [
+        Plotly.update("emb-heatmap", { z: [D.S_emb[i]] }, { "title.text": embTitle(i) }),
+        D.pca && Plotly.update("pca", { x: [column(points(i), 0)], y: [column(points(i), 1)] },
+                               { "title.text": pcaTitle(i) }),
+        placeCursors(t),
+      ];
+    });
+    return markReady(plots).then(() => explorer.show(0));
+  }
+
+  // ------------------------------------------------------------------ a language-model run
+
+  function lmPage() {
+    header();
+    let mode = "fixed";
+    const ui = controls([
+      (bar) => select(bar, "pca-mode", "PCA", [["fixed", "one basis for all snapshots"],
+                                                ["procrustes", "each snapshot's own, Procrustes-aligned"]], mode, (v) => {
+        mode = v;
+        Plotly.relayout("pca", { "xaxis.range": pcaRanges(D.pca[mode]), "yaxis.range": pcaRanges(D.pca[mode]) });
+        explorer.show(explorer.index);
+      }),
+    ]);
+    const top = row();
+    panel(top, "pca"); panel(top, "emb-heatmap");
+    let pair = null;
+    D.panels.forEach((spec, p) => { if (p % 2 === 0) pair = row(); curvesPanel(pair, spec.id); });
+
+    const pcaTitle = (i) => `PCA of the word groups' unit embedding rows at step ${D.times[i]}<br>` +
+      (mode === "fixed" ? "one basis for all snapshots" : "each snapshot's own, Procrustes-aligned");
+    const groupTraces = (i) => D.groups.map((group) => {
+      const frame = D.pca[mode][i].slice(group.start, group.end);
+      return { x: column(frame, 0), y: column(frame, 1) };
+    });
+    const rho = D.panels.length ? D.panels[0].traces[0] : null;
+    const embTitle = (i) => `S^emb of the group words at step ${D.times[i]}` +
+      (rho ? `<br>ρ_next = ${fmt(valueAt(rho, D.times[i]))}` : "");
+    const initial = groupTraces(0);
+    const plots = [
+      Plotly.newPlot("pca", D.groups.map((group, g) => ({
+        type: "scatter", mode: "markers+text", name: group.name, x: initial[g].x, y: initial[g].y,
+        text: D.words.slice(group.start, group.end), textposition: "top center", textfont: { size: 9 },
+        marker: { size: 8, color: PALETTE[g % PALETTE.length] },
+        hovertemplate: `${group.name}: %{text}<br>PC1 %{x:.3f}, PC2 %{y:.3f}<extra></extra>`,
+      })), {
+        title: title(pcaTitle(0)), width: 560, height: 460, margin: { l: 55, r: 10, t: 64, b: 50 },
+        xaxis: { title: { text: "PC 1" }, range: pcaRanges(D.pca[mode]), zeroline: false },
+        yaxis: { title: { text: "PC 2" }, range: pcaRanges(D.pca[mode]), zeroline: false },
+      }, PLOT),
+      heatmap("emb-heatmap", D.S_emb[0], D.words, embTitle(0)),
+    ].concat(D.panels.map((spec) => curvesPlot(spec.id, spec.traces.map((series, j) => Object.assign(positiveTimes(series), {
+      name: series.name, mode: series.markers ? "lines+markers" : "lines", marker: { size: 4 },
+      line: { color: PALETTE[series.colour === undefined ? j : series.colour], dash: series.dash || "solid" },
+    })), spec.title, spec.ylabel, Object.assign({ width: 630 },
+      spec.log ? { yaxis: { title: { text: spec.ylabel }, type: "log" } } : {}))));
+
+    explorer.show = timed((i) => {
+      const t = D.times[i];
+      ui.slider.value = i;
+      ui.label.textContent = `step ${t}${t === 0 ? " (initialization)" : ""} · snapshot ${i + 1} of ${D.times.length}`;
+      const traces = groupTraces(i);
+      return [
+        Plotly.update("pca", { x: traces.map((tr) => tr.x), y: traces.map((tr) => tr.y) }, { "title.text": pcaTitle(i) }),
+        Plotly.update("emb-heatmap", { z: [D.S_emb[i]] }, { "title.text": embTitle(i) }),
+        placeCursors(t),
+      ];
+    });
+    return markReady(plots).then(() => explorer.show(0));
+  }
+
+  // ------------------------------------------------------------------ a sweep
+
+  function sweepPage() {
+    header();
+    const plots = [];
+    let pair = null;
+    D.panels.forEach((spec, p) => {
+      const id = `phase-${p}`;
+      if (p % 2 === 0) pair = row();
+      panel(pair, id);
+      const two = D.keys.length >= 2;
+      const xs = D.values[D.keys[0]].map(String);
+      const trace = two ? {
+        type: "heatmap", x: xs, y: D.values[D.keys[1]].map(String), z: spec.z, text: spec.text, texttemplate: "%{text}",
+        colorscale: "Viridis", colorbar: { title: { text: spec.log ? "log10 of it" : "" }, thickness: 12 },
+        customdata: spec.cells, hovertemplate: `${D.keys[0]} = %{x}, ${D.keys[1]} = %{y}<br>${spec.label}: %{text}` +
+          "<br>click: open the cell's explorer<extra></extra>",
+      } : {
+        type: "scatter", mode: "lines+markers+text", x: xs, y: spec.z[0], text: spec.text[0], textposition: "top center",
+        customdata: spec.cells[0], marker: { size: 10, color: PALETTE[0] },
+        hovertemplate: `${D.keys[0]} = %{x}<br>${spec.label}: %{text}<br>click: open the cell's explorer<extra></extra>`,
+      };
+      plots.push(Plotly.newPlot(id, [trace], {
+        title: title(`${spec.title}: ${spec.label}` + (spec.log ? " (colour on a log scale)" : "")),
+        width: 630, height: 420, margin: { l: 80, r: 20, t: 60, b: 60 },
+        xaxis: { type: "category", title: { text: D.keys[0] } },
+        yaxis: two ? { type: "category", title: { text: D.keys[1] } } : { title: { text: spec.label } },
+      }, PLOT).then((div) => {
+        div.on("plotly_click", (event) => {
+          const name = event.points[0].customdata;
+          if (name && D.links[name]) window.location.href = D.links[name];
+        });
+      }));
+    });
+    const table = element("table", { class: "cells" }, app);
+    const head = element("tr", {}, table);
+    ["cell", "explorer", "report"].forEach((text) => element("th", {}, head, text));
+    for (const cell of D.cells) {
+      const line = element("tr", {}, table);
+      element("td", {}, line, cell.name);
+      const explore = element("td", {}, line);
+      cell.explorers.forEach(([label, href]) => { element("a", { href: href }, explore, label); explore.appendChild(document.createTextNode(" ")); });
+      const report = element("td", {}, line);
+      if (cell.report) element("a", { href: cell.report }, report, "report.html");
+    }
+    if (D.note) element("p", { class: "note" }, app, D.note);
+    explorer.show = async () => {};
+    return markReady(plots);
+  }
+
+  ({ run: runPage, lm: lmPage, sweep: sweepPage })[D.kind]();
+})();

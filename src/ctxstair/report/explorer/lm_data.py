@@ -1,0 +1,147 @@
+"""What the explorer of a language-model run shows (SPEC §7, §8 F7), computed from its files.
+
+Over steps, from ``alignment.csv``, ``lm_analysis.csv`` and ``metrics.jsonl``: ρ_next (Pearson and
+Spearman), the prefix probe against its shuffled control, the attention-path correlation of each
+layer against its permutation null, the path shares of the embedding update, and the training and
+held-out losses — each measure that the run's analysis wrote. Per snapshot: the cosine matrix and
+the PCA pictures (:func:`ctxstair.alignment.pca.pca_paths`) of the embedding rows of the word
+groups of SPEC §7 (numbers, weekdays, months, categories: the built-in corpus's
+``SYNTHETIC_GROUPS``), each word a single token of the run's tokenizer as written or capitalised.
+When fewer than :data:`MIN_WORDS` of them are single tokens, the run's most frequent eligible tokens
+(``lm_tokens.json``) stand in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ctxstair import rundir
+from ctxstair.alignment.pca import pca_paths
+from ctxstair.alignment.similarity import stacked_cosines
+from ctxstair.errors import InputError
+from ctxstair.lm.corpus import SYNTHETIC_GROUPS
+from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, rounded, series
+
+#: Fewer group words than this and the most frequent eligible tokens are shown instead.
+MIN_WORDS = 4
+#: How many of the most frequent eligible tokens stand in for the word groups.
+FREQUENT_TOKENS = 40
+LM_ANALYSIS = "lm_analysis.csv"
+
+
+def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
+    """The data of a language-model run's explorer page (module docstring); ``page_dir``: the
+    directory the page goes to (default ``run_dir``), which its links are relative to.
+
+    Returns:
+        JSON-ready dict: ``kind`` "lm", ``title``, ``lead``, ``unit`` "step", ``times`` (S,),
+        ``words`` (n,), their ``token_ids`` (n,) and ``groups`` (``name``, ``start``, ``end``: slices of ``words``),
+        ``S_emb`` (S, n, n), ``pca`` (``fixed``, ``procrustes``: (S, n, 2)), ``panels`` (curve
+        panels: ``id``, ``title``, ``ylabel``, ``log``, ``traces`` of ``name``, ``x``, ``y``),
+        ``report`` (:func:`~ctxstair.report.explorer.run_data.report_link`).
+
+    Raises:
+        InputError: no snapshots or no ``tokenizer.json``.
+    """
+    run_dir = Path(run_dir)
+    times = rundir.snapshot_times(run_dir)
+    if not times:
+        raise InputError(f"{run_dir} has no snapshots to explore (was it trained with --no-analysis?)")
+    if not (run_dir / "tokenizer.json").is_file():
+        raise InputError(f"{run_dir / 'tokenizer.json'} not found: is {run_dir} a language-model run directory?")
+    words, groups, ids = _word_groups(run_dir, TextTokenizer.load(run_dir / "tokenizer.json"))
+    E = np.stack([rundir.load_snapshot(run_dir, t)["W_E"][ids] for t in times]).astype(np.float64)  # (S, n, d)
+    paths = pca_paths(E)
+    return {
+        "kind": "lm", "unit": "step", "title": f"{run_dir.name or 'language model'}: the embeddings over training",
+        "lead": ("Move the slider or press play: the word groups' embeddings at that step (PCA and cosines), and "
+                 "where the step sits on ρ_next — the alignment of the embeddings with the next-token signatures "
+                 "(SPEC §7) — and the other measures of the run."),
+        "times": [int(t) for t in times], "words": words, "token_ids": ids.tolist(), "groups": groups,
+        "S_emb": rounded(stacked_cosines(E)),
+        "pca": {"fixed": rounded(paths["fixed"]), "procrustes": rounded(paths["procrustes"])},
+        "panels": _panels(run_dir),
+        "report": report_link(run_dir, page_dir or run_dir),
+    }
+
+
+def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], list[dict], np.ndarray]:
+    """(words, groups as slices of words, their token ids) of the module docstring."""
+    words, groups, ids, seen = [], [], [], set()
+    for name, group in SYNTHETIC_GROUPS.items():
+        start = len(words)
+        for word in group.words:
+            token = tokenizer.word_token_id(word)
+            token = tokenizer.word_token_id(word.capitalize()) if token is None else token
+            if token is not None and token not in seen:
+                seen.add(token)
+                words.append(word)
+                ids.append(token)
+        if len(words) > start:
+            groups.append({"name": name, "start": start, "end": len(words)})
+    if len(words) >= MIN_WORDS:
+        return words, groups, np.array(ids, dtype=np.int64)
+    info = rundir.read_json(run_dir, "lm_tokens.json")
+    tokens = np.asarray(info["tokens"][:FREQUENT_TOKENS], dtype=np.int64)
+    strings = [str(s) for s in info.get("strings", [tokenizer.token_string(int(t)) for t in tokens])][:tokens.size]
+    return strings, [{"name": "most frequent tokens", "start": 0, "end": len(strings)}], tokens
+
+
+def _panels(run_dir: Path) -> list[dict]:
+    """The curve panels of every measure the run's files hold, ρ_next first and the losses last."""
+    panels = []
+    if (run_dir / "alignment.csv").is_file():
+        table = rundir.read_alignment(run_dir)
+        traces = [series(f"ρ_next ({column.capitalize()})", *rundir.alignment_series(table, "next_token", 0, column))
+                  for column in ("pearson", "spearman")]
+        if traces[0]["x"]:
+            panels.append({"id": "rho-next", "title": "ρ_next: embeddings vs next-token signatures (SPEC §7)",
+                           "ylabel": "correlation (upper triangle)", "traces": traces})
+    if (run_dir / LM_ANALYSIS).is_file():
+        table = rundir.read_table(run_dir, LM_ANALYSIS, ints=("step",), strings=("measure", "part"))
+        panels += _analysis_panels(table)
+    panels.append(_loss_panel(rundir.read_metric_rows(run_dir)))
+    return panels
+
+
+def _analysis_panels(table: dict) -> list[dict]:
+    def measured(measure: str, part: str = "", name: str | None = None, **style) -> dict:
+        keep = (table["measure"] == measure) & (table["part"] == part)
+        order = np.argsort(table["step"][keep], kind="stable")
+        return {**series(name or measure, table["step"][keep][order], table["value"][keep][order]), **style}
+
+    panels = []
+    if (table["measure"] == "probe_heldout_mse").any():
+        panels.append({"id": "probe", "title": "Prefix probe: held-out MSE against its shuffled control",
+                       "ylabel": "held-out MSE", "traces": [
+                           measured("probe_heldout_mse", name="prefix probe (held-out MSE)"),
+                           measured("probe_shuffled_mse", name="shuffled control", dash="dash")]})
+    layers = sorted({p for m, p in zip(table["measure"], table["part"]) if m == "attention_path_corr"}, key=int)
+    if layers:
+        traces = []
+        for j, layer in enumerate(layers):
+            traces.append(measured("attention_path_corr", layer, f"layer {layer}", colour=j))
+            traces.append(measured("attention_path_null", layer, f"layer {layer}: permutation null", colour=j,
+                                   dash="dot"))
+        panels.append({"id": "attention-paths", "title": "Attention-path correlation per layer, against its null",
+                       "ylabel": "correlation", "traces": traces})
+    parts = list(dict.fromkeys(p for m, p in zip(table["measure"], table["part"]) if m == "path_share"))
+    if parts:
+        panels.append({"id": "path-shares", "title": "Path shares of the embedding update (SPEC §6.4)",
+                       "ylabel": "share of the summed path norms",
+                       "traces": [measured("path_share", part, part) for part in parts]})
+    return panels
+
+
+def _loss_panel(rows: list[dict]) -> dict:
+    train = [(r["step"], r["loss"]) for r in rows if "loss" in r]
+    if len(train) > MAX_LOSS_POINTS:
+        train = [train[i] for i in np.unique(np.linspace(0, len(train) - 1, MAX_LOSS_POINTS).round().astype(int))]
+    held_out = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
+    return {"id": "losses", "title": "Next-token loss", "ylabel": "loss (nats, log scale)", "log": True, "traces": [
+        series("training loss (batch)", *map(np.array, zip(*train))) if train else series("training loss", [], []),
+        {**(series("held-out loss", *map(np.array, zip(*held_out))) if held_out else series("held-out loss", [], [])),
+         "markers": True}]}
