@@ -229,6 +229,14 @@ def lm_run(tmp_path_factory):
     return run_recipe("lm-staircase", tmp_path_factory.mktemp("lm") / "lm", dict(TINY_LM), progress=False)
 
 
+@pytest.mark.parametrize("which", ["run", "lm_run"])
+def test_a_page_does_not_depend_on_the_directory_name(which, request, tmp_path):
+    """A run is built under a temporary name and renamed; the same files must give the same page."""
+    source = request.getfixturevalue(which)
+    pages = [write_explorer(shutil.copytree(source, tmp_path / name))[0].read_bytes() for name in ("one", "two")]
+    assert pages[0] == pages[1]
+
+
 def test_lm_payload_shows_the_group_words_single_tokens(lm_run):
     page = lm_payload(lm_run)
     tokenizer = TextTokenizer.load(lm_run / "tokenizer.json")

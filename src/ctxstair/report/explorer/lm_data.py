@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from ctxstair import rundir
 from ctxstair.alignment.pca import pca_paths
@@ -56,7 +57,7 @@ def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
     E = np.stack([rundir.load_snapshot(run_dir, t)["W_E"][ids] for t in times]).astype(np.float64)  # (S, n, d)
     paths = pca_paths(E)
     return {
-        "kind": "lm", "unit": "step", "title": f"{run_dir.name or 'language model'}: the embeddings over training",
+        "kind": "lm", "unit": "step", "title": _title(run_dir),
         "lead": ("Move the slider or press play: the word groups' embeddings at that step (PCA and cosines), and "
                  "where the step sits on ρ_next — the alignment of the embeddings with the next-token signatures "
                  "(SPEC §7) — and the other measures of the run."),
@@ -66,6 +67,15 @@ def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
         "panels": _panels(run_dir),
         "report": report_link(run_dir, page_dir or run_dir),
     }
+
+
+def _title(run_dir: Path) -> str:
+    """The page's title from the run's configuration (never the directory's name: a run is built under
+    a temporary name, and the same files must give the same page)."""
+    config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
+    config = config if isinstance(config, dict) else {}
+    corpus = (config.get("corpus") or {}).get("source", "a corpus")
+    return f"{config.get('recipe', 'language model')} on {corpus}: the embeddings over training"
 
 
 def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], list[dict], np.ndarray]:
