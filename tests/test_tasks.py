@@ -172,6 +172,14 @@ def test_two_anchor_shift_sets_decide_whether_order1_tells_the_anchors_apart():
         assert np.all(np.bincount(labels, minlength=6) == labels.size // 6)
 
 
+def test_two_anchor_analyses_all_tokens_or_the_anchors_only():
+    ds = tasks.make("two_anchor", p=6, shifts=(0, 1, 2), analysed="anchors")
+    assert ds.tokens.tolist() == ds.meta["groups"]["anchors"].tolist() == [6, 7, 8]
+    assert tasks.make("two_anchor", p=6, shifts=(0, 1, 2)).tokens.tolist() == list(range(9))
+    with pytest.raises(InputError, match="'analysed' must be 'all' or 'anchors'"):
+        tasks.make("two_anchor", p=6, analysed="context")
+
+
 def test_parity_exact():
     ds = tasks.make("parity", n_samples=3000, seed=3)
     anchors, noise = ds.meta["groups"]["anchors"], ds.meta["groups"]["noise"]

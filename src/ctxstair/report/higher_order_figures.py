@@ -1,5 +1,5 @@
-"""Figure of ``higher-orders`` (SPEC §8 row C): alignment with orders 0, 1 and 2 over training, with
-loss and accuracy."""
+"""Figures of ``higher-orders`` (SPEC §8 row C): alignment with orders 0, 1 and 2 over training, with
+loss and accuracy; and the probes on each token group (anchors, context tokens) alone."""
 
 from __future__ import annotations
 
@@ -48,4 +48,31 @@ def orders_figure(run: Path) -> plt.Figure:
     fig.legend(*[sum(x, []) for x in zip(bottom.get_legend_handles_labels(), acc_ax.get_legend_handles_labels())],
                loc="lower right", fontsize=8)
     fig.suptitle(f"Row C: several higher orders (mean over {len(members)} seed(s), band: min–max)")
+    return fig
+
+
+def groups_figure(run: Path) -> plt.Figure:
+    """One panel per token group of ``order2.csv`` (``<signature>@<group>`` rows: anchors, context
+    tokens): the order-1 probe, the order-1 probe beyond order 0 (v ⟂ 1) and the order-2 probe on the
+    group's tokens alone, held-out Pearson over epochs (mean over members, min–max band)."""
+    extra = read_order2(run)
+    groups = sorted({str(name).split("@", 1)[1] for name in extra["signature"] if "@" in str(name)})
+    members = ms.members(run)
+    fig, axes = plt.subplots(1, max(1, len(groups)), figsize=(6.2 * max(1, len(groups)), 4.6), squeeze=False,
+                             sharey=True, layout="constrained")
+    for ax, group in zip(axes[0], groups):
+        for j, (name, label) in enumerate([("order1_probe", "order-1 probe"),
+                                           ("order1_probe_zero_mean", "order-1 probe, zero-mean v (beyond order 0)"),
+                                           ("order2_probe", "order-2 probe")]):
+            curves = [rundir.alignment_series(extra, f"{name}@{group}", m) for m in members]
+            draw_aggregate(ax, curves, label, dict(color=PALETTE[j + 1], linestyle=("-", "--", "-.")[j]))
+        ax.axhline(0.0, color="0.6", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("epoch (log scale; epoch 0 not shown)")
+        ax.set_title(f"{group} alone", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    axes[0][0].set_ylabel("held-out Pearson of the probe with $S^{emb}(t)$")
+    fig.suptitle(f"Row C by token group: each order on one group's tokens (mean over {len(members)} seed(s), band: "
+                 "min–max)")
     return fig

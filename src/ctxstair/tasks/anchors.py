@@ -241,18 +241,22 @@ def minmax(N: int = 20) -> Dataset:
 
 
 @register("two_anchor")
-def two_anchor(p: int = 20, shifts: tuple = ()) -> Dataset:
+def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all") -> Dataset:
     """Two shift anchors and one context token: y = (s(a1) + s(a2) + x) mod p, all sequences (SPEC §8 row C).
 
     Parameters:
         p: size of the context set and modulus, ``p >= 2``.
         shifts: the anchors' shift values, distinct, each in ``0..p-1``; one anchor per entry. Empty
             (the default): ``p`` anchors with shifts ``0..p-1``, every residue once.
+        analysed: the task tokens, ``all`` (context tokens then anchors) or ``anchors`` (the paper's
+            App. C plots the anchors only: with fewer shifts than residues the context tokens'
+            order-0 signatures differ, the anchors' never do).
 
     Token ids (our choice: anchors are separate token ids, not context tokens): context tokens
     ``𝒳 = 0..p-1``; anchors ``p..p+A-1`` for ``A`` shift values, anchor ``p + i`` with shift
     ``s = shifts[i]`` (default: ``s(α) = α - p``); labels ``0..p-1`` (the context ids).
-    ``vocab_size = p + A``; ``tokens`` = the context ids then the anchors;
+    ``vocab_size = p + A``; ``tokens`` = the context ids then the anchors (``analysed="anchors"``:
+    the anchors);
     ``meta["groups"] = {"context", "anchors"}``, ``meta["shifts"]`` the shift of each anchor.
 
     Label: ``y = (s(a1) + s(a2) + x) mod p``. Every anchor's order-0 label signature is uniform over
@@ -263,6 +267,8 @@ def two_anchor(p: int = 20, shifts: tuple = ()) -> Dataset:
     Samples: all ``A**2 * p`` sequences ``(a1, a2, x)``, lexicographic (``a1`` slowest).
     """
     p = check_int("p", p, 2)
+    if analysed not in ("all", "anchors"):
+        raise InputError(f"parameter 'analysed' must be 'all' or 'anchors', got {analysed!r}")
     shift_values = np.arange(p) if not shifts else np.asarray(
         _check_tuple("shifts", shifts, allowed=np.arange(p)), dtype=np.int64)
     if np.unique(shift_values).size != shift_values.size:
@@ -272,7 +278,8 @@ def two_anchor(p: int = 20, shifts: tuple = ()) -> Dataset:
     X = product_grid(anchors, anchors, context)
     y = (shift_values[X[:, 0] - p] + shift_values[X[:, 1] - p] + X[:, 2]) % p
     meta = {"groups": {"context": context, "anchors": anchors}, "shifts": shift_values}
-    return Dataset(X=X, y=y, vocab_size=p + shift_values.size, tokens=np.concatenate([context, anchors]), meta=meta)
+    tokens = anchors if analysed == "anchors" else np.concatenate([context, anchors])
+    return Dataset(X=X, y=y, vocab_size=p + shift_values.size, tokens=tokens, meta=meta)
 
 
 # --------------------------------------------------------------------------------------------
