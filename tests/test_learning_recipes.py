@@ -136,7 +136,7 @@ def test_censored_median():
 def test_seed_spectra_small(outs):
     out = outs("seed-spectra")
     columns, rows = csv_rows(out)
-    assert columns == ["seed", "k_star", "r_star", "partial_r_star", "accuracy"]
+    assert columns == ["seed", "k_star", "r_star", "partial_r_star", "null_p", "accuracy"]
     assert [r["seed"] for r in rows] == ["0", "1", "2"]
     table = rundir.read_alignment(out)
     last = rundir.snapshot_times(out)[-1]
@@ -148,6 +148,23 @@ def test_seed_spectra_small(outs):
         assert int(r["k_star"]) == max(searched, key=searched.get)
         assert float(r["r_star"]) == pytest.approx(searched[int(r["k_star"])])
         assert float(r["accuracy"]) == pytest.approx(ms.metric_series(out, m, "acc")[1][-1])
+    # the chance level of k*: the best Fourier alignment over k > 10 with the tokens relabelled, written out
+    sigs = rundir.read_signatures(out)
+    W = rundir.load_snapshot(out, last)["W_E"][:, sigs.tokens].astype(np.float64)
+    phi1 = sigs.orders[1]
+    upper = np.triu_indices(sigs.tokens.size, 1)
+
+    def cosines(M):
+        unit = M / np.linalg.norm(M, axis=1, keepdims=True)
+        return unit @ unit.T
+
+    views = [cosines(phi1 @ np.cos(2 * np.pi * k * np.arange(phi1.shape[2]) / phi1.shape[2])) for k in (11, 12)]
+    rng = np.random.default_rng(0)
+    permutations = [rng.permutation(sigs.tokens.size) for _ in range(200)]
+    for m, r in enumerate(rows):
+        S = cosines(W[m])
+        null = [max(np.corrcoef(S[np.ix_(p, p)][upper], view[upper])[0, 1] for view in views) for p in permutations]
+        assert float(r["null_p"]) == pytest.approx((1 + sum(v >= float(r["r_star"]) for v in null)) / 201)
     distinct = sorted({int(r["k_star"]) for r in rows})
     assert key(out, "distinct k*")["measured"].startswith(f"{len(distinct)} of 3 ")
     assert key(out, "distinct k*")["met"] is (len(distinct) == 3)  # every seed its own k*
@@ -166,9 +183,10 @@ def test_best_frequency_k_min():
 
 # ---------------------------------------------------------------- full size (opt-in)
 
-#: Key numbers known not to be met at the defaults (docs/recipes.md): in seed-spectra, 10 seeds
-#: give 6 distinct k* (k = 20 and k = 17 three times each), not one per seed.
-KNOWN_MISSES = {"seed-spectra": ("distinct k* over the seeds",)}
+#: Key numbers (name prefixes) known not to be met at the defaults (docs/recipes.md): in seed-spectra, 10 seeds
+#: give 6 distinct k* (k = 20 and k = 17 three times each), not one per seed, and only 2 of the 10
+#: best alignments beat their permutation null.
+KNOWN_MISSES = {"seed-spectra": ("distinct k* over the seeds", "k* above chance")}
 
 
 @pytest.mark.slow
@@ -178,6 +196,7 @@ def test_learning_recipe_at_full_size(tmp_path, name):
     F9 ratio is judged (not left open by censoring)."""
     out = run_recipe(name, tmp_path / name, progress=False)
     keys = summary(out)["key_numbers"]
-    assert [k["name"] for k in keys if k["met"] is False and k["name"] not in KNOWN_MISSES.get(name, ())] == []
+    misses = KNOWN_MISSES.get(name, ())
+    assert [k["name"] for k in keys if k["met"] is False and not k["name"].startswith(misses)] == []
     if name == "modulus-onset":
         assert summary(out)["rule"]["met"] is True

@@ -25,7 +25,10 @@ Defaults, and why (docs/recipes.md has the measurements):
   ensemble members to epoch 1000, snapshots only at 0 and 1000 (the Fourier profile is read at the
   last one). Next to the Fourier alignment that defines k*, the report gives it with the order-0
   structure partialled out (SPEC §3 "Separating the orders"): every seed's S^emb is dominated by
-  the order-0 band that all seeds share.
+  the order-0 band that all seeds share. Two chance levels say what "a different frequency per
+  seed" is worth: the number of distinct values that random draws from the candidate frequencies
+  give, and, per seed, a permutation null of the best alignment (the same maximum over k with the
+  tokens relabelled).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, fourier_signatures, partial_correlation, signature_cosine
+from ctxstair.alignment.similarity import permuted_pearson
 from ctxstair.config import (
     AnalysisConfig,
     InitConfig,
@@ -60,6 +64,10 @@ LEARNED = f"{LEARNED_ACC * 100:g} %"
 ALIGNED_PROBE = 0.5
 #: App. D: k* = argmax over k > 10 of the Fourier alignment.
 SPECTRA_K_MIN = 11
+#: Token permutations of the chance level of a seed's best Fourier alignment (a p-value's resolution: 1/201).
+SPECTRA_PERMUTATIONS = 200
+#: A seed's k* counts as a real match when its best alignment beats the permutation null at this level.
+SPECTRA_ALPHA = 0.05
 #: F9: the median onset for M | N must be at least this multiple of the median for the other M.
 ONSET_RATIO = 3.0
 
@@ -385,14 +393,26 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
     # order-0 structure partialled out (SPEC §3 "Separating the orders")
     ks = ms.fourier_profile(run, members[0], last)[0]
     S_k = np.stack([signature_cosine(h) for h in fourier_signatures(sigs.orders[1], ks)])
+    # Chance level of "the best frequency": the same maximum over k > SPECTRA_K_MIN - 1, with the seed's
+    # tokens relabelled at random (the same permutations for every seed).
+    rng = np.random.default_rng(0)
+    permutations = np.stack([rng.permutation(sigs.tokens.size) for _ in range(SPECTRA_PERMUTATIONS)])
     per = []
     for m, seed in zip(members, ms.member_seeds(run)):
         ks, r = ms.fourier_profile(run, m, last)
         k_star, r_star = ms.best_frequency(ks, r, k_min=SPECTRA_K_MIN)
         partial = np.asarray(partial_correlation(S[m], S_k, S0))
+        null = np.max([permuted_pearson(S[m], S_k[i], permutations) for i in np.flatnonzero(ks >= SPECTRA_K_MIN)],
+                      axis=0)
+        p_value = float((1 + np.sum(null >= r_star)) / (1 + SPECTRA_PERMUTATIONS))
         per.append(dict(seed=seed, k_star=k_star, r_star=r_star, partial_r_star=float(partial[ks == k_star][0]),
+                        null_p=p_value, null_q95=float(np.quantile(null, 0.95)),
                         accuracy=float(ms.metric_series(run, m, "acc")[1][-1]), ks=ks.tolist(), r=r.tolist(),
                         partial=partial.tolist()))
+    n_k = int(np.sum(np.asarray(per[0]["ks"]) >= SPECTRA_K_MIN))
+    # Distinct values among len(per) independent uniform draws from n_k frequencies, on average.
+    chance_distinct = n_k * (1 - (1 - 1 / n_k) ** len(per))
+    beating = sum(p["null_p"] < SPECTRA_ALPHA for p in per)
     pairs = [(i, j) for i in range(len(S)) for j in range(i + 1, len(S))]
     between = [float(compare(S[i], S[j])["pearson"]) for i, j in pairs]
     between_partial = [float(partial_correlation(S[i], S[j], S0)) for i, j in pairs]
@@ -406,8 +426,16 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
                             f"{ms.fmt(p['partial_r_star'], 2)})" for p in per),
                   "each seed best matched by its own frequency", None),
         KeyNumber("distinct k* over the seeds", f"{len(by_k)} of {len(per)} ({', '.join(map(str, by_k))})"
-                  + (f"; shared: {shared}" if shared else ""),
+                  + (f"; shared: {shared}" if shared else "")
+                  + f"; {chance_distinct:.1f} on average if each seed's k* were drawn at random from the {n_k} "
+                  "frequencies",
                   f"a different frequency for every seed: {len(per)} of {len(per)}", len(by_k) == len(per)),
+        KeyNumber(f"k* above chance: the best alignment over k > {SPECTRA_K_MIN - 1} against the same maximum with "
+                  f"the tokens relabelled ({SPECTRA_PERMUTATIONS} permutations), p per seed",
+                  "; ".join(f"seed {p['seed']}: p = {p['null_p']:.3f} (r {ms.fmt(p['r_star'], 2)} vs 95 % of chance "
+                            f"{ms.fmt(p['null_q95'], 2)})" for p in per) + f"; {beating} of {len(per)} below "
+                  f"{SPECTRA_ALPHA}",
+                  f"every seed's k* a real match (p < {SPECTRA_ALPHA})", beating == len(per)),
         KeyNumber("Fourier alignment at k*: Pearson r, and r controlling for S^sig,(0) (median, range over seeds)",
                   f"{ms.fmt(ms.median(r_stars))} ({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); "
                   f"{ms.fmt(ms.median(partial_stars))} ({ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))})",
@@ -427,6 +455,9 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
         f"over {len(per)} seeds ({', '.join(map(str, by_k))})"
         + ("; every seed has its own." if len(by_k) == len(per) else
            f"; the expectation that every seed has its own is not met ({shared}).")
+        + f" Drawn at random from the {n_k} frequencies, {len(per)} seeds would give {chance_distinct:.1f} distinct "
+        f"values on average; {beating} of {len(per)} seeds' best alignments beat the chance level of the best of "
+        f"{n_k} frequencies with the tokens relabelled (p < {SPECTRA_ALPHA})."
         + f" The order-0 band dominates every S^emb, so the Pearson alignment at k* is small "
         f"({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); with S^sig,(0) partialled out it is "
         f"{ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))}."
@@ -440,7 +471,7 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
         "fourier.png": (f"Fourier alignment over k at epoch {last} for every seed (Pearson r, and r controlling for "
                         "S^sig,(0)); k* marked.", learning_figures.fourier_profiles_figure(per, SPECTRA_K_MIN)),
     }
-    rows = [{key: p[key] for key in ("seed", "k_star", "r_star", "partial_r_star", "accuracy")} for p in per]
+    rows = [{key: p[key] for key in ("seed", "k_star", "r_star", "partial_r_star", "null_p", "accuracy")} for p in per]
     return Outcome(keys, paragraph, figures, {"epoch": last, "k_min": SPECTRA_K_MIN, "members": per,
                                               "between_seed_pearson": between,
                                               "between_seed_partial": between_partial}, rows)
