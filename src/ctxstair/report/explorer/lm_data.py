@@ -8,7 +8,8 @@ the PCA pictures (:func:`ctxstair.alignment.pca.pca_paths`) of the embedding row
 groups of SPEC §7 (numbers, weekdays, months, categories: the built-in corpus's
 ``SYNTHETIC_GROUPS``), each word a single token of the run's tokenizer as written or capitalised.
 When fewer than :data:`MIN_WORDS` of them are single tokens, the run's most frequent eligible tokens
-(``lm_tokens.json``) stand in.
+(``lm_tokens.json``) stand in, or, for a run trained without analysis, the tokenizer's first
+word-like tokens (a BPE's merges come in order of frequency).
 """
 
 from __future__ import annotations
@@ -94,10 +95,17 @@ def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], li
             groups.append({"name": name, "start": start, "end": len(words)})
     if len(words) >= MIN_WORDS:
         return words, groups, np.array(ids, dtype=np.int64)
-    info = rundir.read_json(run_dir, "lm_tokens.json")
-    tokens = np.asarray(info["tokens"][:FREQUENT_TOKENS], dtype=np.int64)
-    strings = [str(s) for s in info.get("strings", [tokenizer.token_string(int(t)) for t in tokens])][:tokens.size]
-    return strings, [{"name": "most frequent tokens", "start": 0, "end": len(strings)}], tokens
+    if (run_dir / "lm_tokens.json").is_file():
+        tokens, name = np.asarray(rundir.read_json(run_dir, "lm_tokens.json")["tokens"][:FREQUENT_TOKENS]), \
+            "most frequent tokens"
+    else:  # trained with --no-analysis: no token counts; a BPE's merges come in order of frequency
+        ids = np.arange(tokenizer.vocab_size)
+        tokens, name = ids[tokenizer.word_like(ids)][:FREQUENT_TOKENS], "the tokenizer's first word-like tokens"
+    if tokens.size < 2:
+        raise InputError(f"{run_dir}: fewer than 2 word-like tokens to show")
+    tokens = tokens.astype(np.int64)
+    strings = [tokenizer.token_string(int(t)) for t in tokens]
+    return strings, [{"name": name, "start": 0, "end": len(strings)}], tokens
 
 
 def _panels(run_dir: Path) -> list[dict]:
