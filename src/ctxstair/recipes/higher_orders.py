@@ -142,7 +142,13 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("training accuracy at the end", f"{each('acc_end')} (≥ 95 % from epochs {each('learned')})",
                   "the task is learned (≥ 95 %)", all(p["acc_end"] >= 0.95 for p in per)),
     ]
-    paragraph = (
+    return Outcome(keys, _paragraph(per, med, dataset, n_anchors, blind), _figures(run, per[0]), {"members": per})
+
+
+def _paragraph(per: list[dict], med: dict, dataset, n_anchors: int, blind: bool) -> str:
+    """What the run shows, in words, from the seeds' numbers and their medians."""
+    first = per[0]
+    return (
         f"On X = (a1, a2, x), y = (s(a1) + s(a2) + x) mod {dataset.params['p']} with {n_anchors} anchors every "
         f"task token's order-0 signature is the same, so the order-0 alignment is read as 1 − MSE: it rises to "
         f"{ms.fmt(med['peak'])} "
@@ -156,7 +162,11 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
            f"probe at {ms.fmt(med['anchors_r2_end'])}. ")
         + f"Training accuracy ends at {ms.fmt(med['acc_end'])}."
     )
-    figures = {
+
+
+def _figures(run: Path, first: dict) -> dict:
+    """The recipe's figures: orders over training, the token groups apart, and the geometry of member 0."""
+    return {
         "orders.png": ("Alignment with the order-0 (1 − MSE), order-1 and order-2 signature geometries (top), loss "
                        "and accuracy (bottom) over training.", higher_order_figures.orders_figure(run)),
         "groups.png": ("Anchors and context tokens analysed apart: the order-1 probe, the order-1 probe beyond order 0 "
@@ -167,7 +177,6 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
                          run_figures.geometry_figure(run, sorted({first['peak_epoch'], first['dip_epoch'],
                                                                   first['last_epoch']}))),
     }
-    return Outcome(keys, paragraph, figures, {"members": per})
 
 
 register(Recipe(

@@ -381,13 +381,9 @@ def _pairs(values: list[float]) -> str:
     return f"{ms.fmt(float(np.mean(values)))} ({ms.fmt(min(values))} to {ms.fmt(max(values))})" if values else "n/a"
 
 
-def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``seed-spectra``: one best frequency per seed, from files."""
-    run = paths[""]
-    last = rundir.snapshot_times(run)[-1]
-    sigs = rundir.read_signatures(run)
-    S = [cosine_matrix(w) for w in rundir.load_snapshot(run, last)["W_E"][:, sigs.tokens].astype(np.float64)]
-    S0 = signature_cosine(sigs.orders[0])
+def _spectra_seeds(run: Path, last: int, sigs, S: list[np.ndarray], S0: np.ndarray) -> list[dict]:
+    """Per seed: k*, the Fourier alignment at k* (plain and with S^sig,(0) partialled out) and its
+    permutation p-value, and the training accuracy, at epoch ``last``; ``S``: the seeds' S^emb."""
     members = ms.members(run)
     # S^sig,(1)(c_k) for every k of alignment.csv, to repeat the Fourier alignment with the shared
     # order-0 structure partialled out (SPEC §3 "Separating the orders")
@@ -409,6 +405,17 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
                         null_p=p_value, null_q95=float(np.quantile(null, 0.95)),
                         accuracy=float(ms.metric_series(run, m, "acc")[1][-1]), ks=ks.tolist(), r=r.tolist(),
                         partial=partial.tolist()))
+    return per
+
+
+def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``seed-spectra``: one best frequency per seed, from files."""
+    run = paths[""]
+    last = rundir.snapshot_times(run)[-1]
+    sigs = rundir.read_signatures(run)
+    S = [cosine_matrix(w) for w in rundir.load_snapshot(run, last)["W_E"][:, sigs.tokens].astype(np.float64)]
+    S0 = signature_cosine(sigs.orders[0])
+    per = _spectra_seeds(run, last, sigs, S, S0)
     n_k = int(np.sum(np.asarray(per[0]["ks"]) >= SPECTRA_K_MIN))
     # Distinct values among len(per) independent uniform draws from n_k frequencies, on average.
     chance_distinct = n_k * (1 - (1 - 1 / n_k) ** len(per))
