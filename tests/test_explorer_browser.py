@@ -57,7 +57,7 @@ def fixed_pca(E: np.ndarray) -> np.ndarray:
     return frames @ vectors[:, np.argsort(values)[::-1][:2]]
 
 
-def test_ctxstair_run_prints_the_report_and_the_explorer(staircase_add, capsys):
+def test_ctxstair_run_writes_the_explorer_and_the_report_links_it(staircase_add):
     assert (staircase_add / "explorer.html").is_file()
     report = (staircase_add / "report.html").read_text()
     assert '<a href="explorer.html">' in report

@@ -272,7 +272,7 @@ def embedding_structure(W_E: np.ndarray, tokenizer: TextTokenizer, groups: dict[
     for name, group in groups.items():
         listed[name], missing[name] = [], {}
         for word in group.words:
-            tokens = _word_tokens(tokenizer, word)
+            tokens = word_tokens(tokenizer, word)
             if tokens and max(tokens) >= W_E.shape[0]:
                 raise InputError(f"the tokenizer spells {word!r} as token {max(tokens)}, beyond the "
                                  f"{W_E.shape[0]} embedding rows: tokenizer and embeddings do not match")
@@ -515,7 +515,7 @@ def _find_words(tokenizer: TextTokenizer, groups: dict[str, WordGroup], occurren
     for name, group in groups.items():
         found[name], missing[name] = {}, {}
         for word in group.words:
-            tokens = _word_tokens(tokenizer, word)
+            tokens = word_tokens(tokenizer, word)
             total = int(occurrences[tokens].sum()) if tokens else 0
             if not tokens:
                 missing[name][word] = "not a single token"
@@ -526,7 +526,7 @@ def _find_words(tokenizer: TextTokenizer, groups: dict[str, WordGroup], occurren
     return found, missing
 
 
-def _word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:
+def word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:
     """The single tokens that spell ``word`` as written and capitalised ("may", "May"), each
     preferring the form with a leading space (see :meth:`TextTokenizer.word_token_id`)."""
     tokens = [tokenizer.word_token_id(spelling) for spelling in dict.fromkeys((word, word.capitalize()))]

@@ -136,6 +136,16 @@
     return box;
   }
 
+  // The PCA view switch: one basis for all snapshots, or each snapshot's own aligned by Procrustes.
+  function pcaSelect(bar, mode, setMode) {
+    return select(bar, "pca-mode", "PCA", [["fixed", "one basis for all snapshots"],
+                                           ["procrustes", "each snapshot's own, Procrustes-aligned"]], mode, (v) => {
+      setMode(v);
+      Plotly.relayout("pca", { "xaxis.range": pcaRanges(D.pca[v]), "yaxis.range": pcaRanges(D.pca[v]) });
+      explorer.show(explorer.index);
+    });
+  }
+
   function valueAt(series, t) {
     const i = series.x.indexOf(t);
     return i >= 0 ? series.y[i] : null;
@@ -174,13 +184,7 @@
         Plotly.update("sig1-heatmap", { z: [D.sig1.S[k]] }, { "title.text": sig1Title() });
         Plotly.restyle("alignment-curves", fourierTrace(), [D.curves.length]);
       }),
-      (bar) => D.pca && select(bar, "pca-mode", "PCA", [["fixed", "one basis for all snapshots"],
-                                                         ["procrustes", "each snapshot's own, Procrustes-aligned"]],
-                               mode, (v) => {
-        mode = v;
-        Plotly.relayout("pca", { "xaxis.range": pcaRanges(D.pca[mode]), "yaxis.range": pcaRanges(D.pca[mode]) });
-        explorer.show(explorer.index);
-      }),
+      (bar) => D.pca && pcaSelect(bar, mode, (v) => { mode = v; }),
     ]);
     const top = row();
     panel(top, "emb-heatmap"); panel(top, "sig0-heatmap"); if (D.sig1) panel(top, "sig1-heatmap");
@@ -257,12 +261,7 @@
     header();
     let mode = "fixed";
     const ui = controls([
-      (bar) => select(bar, "pca-mode", "PCA", [["fixed", "one basis for all snapshots"],
-                                                ["procrustes", "each snapshot's own, Procrustes-aligned"]], mode, (v) => {
-        mode = v;
-        Plotly.relayout("pca", { "xaxis.range": pcaRanges(D.pca[mode]), "yaxis.range": pcaRanges(D.pca[mode]) });
-        explorer.show(explorer.index);
-      }),
+      (bar) => pcaSelect(bar, mode, (v) => { mode = v; }),
     ]);
     const top = row();
     panel(top, "pca"); panel(top, "emb-heatmap");

@@ -22,8 +22,11 @@ import yaml
 from ctxstair import rundir
 from ctxstair.alignment.pca import pca_paths
 from ctxstair.alignment.similarity import stacked_cosines
+from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
+from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
 from ctxstair.errors import InputError
 from ctxstair.lm.corpus import SYNTHETIC_GROUPS
+from ctxstair.lm.semantics import word_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, rounded, series
 
@@ -31,7 +34,6 @@ from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, roun
 MIN_WORDS = 4
 #: How many of the most frequent eligible tokens stand in for the word groups.
 FREQUENT_TOKENS = 40
-LM_ANALYSIS = "lm_analysis.csv"
 
 
 def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
@@ -85,8 +87,8 @@ def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], li
     for name, group in SYNTHETIC_GROUPS.items():
         start = len(words)
         for word in group.words:
-            token = tokenizer.word_token_id(word)
-            token = tokenizer.word_token_id(word.capitalize()) if token is None else token
+            spellings = word_tokens(tokenizer, word)  # as written first, then capitalised
+            token = spellings[0] if spellings else None
             if token is not None and token not in seen:
                 seen.add(token)
                 words.append(word)
@@ -119,17 +121,14 @@ def _panels(run_dir: Path) -> list[dict]:
             panels.append({"id": "rho-next", "title": "ρ_next: embeddings vs next-token signatures (SPEC §7)",
                            "ylabel": "correlation (upper triangle)", "traces": traces})
     if (run_dir / LM_ANALYSIS).is_file():
-        table = rundir.read_table(run_dir, LM_ANALYSIS, ints=("step",), strings=("measure", "part"))
-        panels += _analysis_panels(table)
+        panels += _analysis_panels(read_lm_analysis(run_dir))
     panels.append(_loss_panel(rundir.read_metric_rows(run_dir)))
     return panels
 
 
 def _analysis_panels(table: dict) -> list[dict]:
     def measured(measure: str, part: str = "", name: str | None = None, **style) -> dict:
-        keep = (table["measure"] == measure) & (table["part"] == part)
-        order = np.argsort(table["step"][keep], kind="stable")
-        return {**series(name or measure, table["step"][keep][order], table["value"][keep][order]), **style}
+        return {**series(name or measure, *measure_series(table, measure, part)), **style}
 
     panels = []
     if (table["measure"] == "probe_heldout_mse").any():
