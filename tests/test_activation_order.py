@@ -39,6 +39,14 @@ def test_recipe_parts_and_defaults():
     assert cfg.analysis.enabled is False
 
 
+def test_paper_size_recipe_has_n50_and_l_up_to_3():
+    runs = get("activation-order-n50").runs()
+    assert list(runs) == [f"L{L}-K{K}" for L in (2, 3) for K in range(1, 7)]
+    assert {cfg.task.params["N"] for cfg in runs.values()} == {50}
+    assert runs["L2-K4"].train.epochs == 1000 and runs["L3-K4"].train.epochs == ao.PAPER_N_L3_EPOCHS
+    assert runs["L3-K2"].model.power == 2 and runs["L3-K2"].recipe == "activation-order-n50"
+
+
 def test_rule_holds_in_every_decidable_cell(small):
     s = json.loads((small / "summary.json").read_text())
     cells = s["cells"]

@@ -142,6 +142,13 @@ def test_bad_choice_names_key_and_choices(key, value, allowed):
         assert name in message
 
 
+def test_pool_choice_and_cbow_only_settings():
+    message = _error({"model.pool": "max"})
+    assert message.startswith("model.pool") and "sum" in message and "mean" in message
+    for key, value in (("model.bias", True), ("model.pool", "mean")):
+        assert "model.kind=cbow" in _error({"model.kind": "attention", key: value})
+
+
 def test_poly_needs_coefficients():
     assert "model.coeffs" in _error({"model.activation": "poly", "model.coeffs": []})
 

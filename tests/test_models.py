@@ -175,6 +175,52 @@ def test_mixed_width_ensemble_trains_like_separate_members(optimizer, activation
         assert torch.count_nonzero(together.W_U[k, :, m.d:]) == 0
 
 
+@pytest.mark.parametrize("pool", ["sum", "mean"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_bias_and_mean_pool_forward_equals_the_written_out_model(bias, pool):
+    V, L, n = 9, 3, 20
+    members = [spec(seed=s, d=d, gamma=0.4) for s, d in [(0, 5), (1, 7)]]
+    model = CBOWEnsemble(V, members, "relu", dtype=torch.float64, bias=bias, pool=pool)
+    if bias:
+        assert torch.count_nonzero(model.b) == 0  # the bias starts at zero
+        with torch.no_grad():
+            model.b[:, :, :5].normal_(generator=torch.Generator().manual_seed(3))
+    X = torch.randint(0, V, (n, L), generator=torch.Generator().manual_seed(0))
+    logits = model(X)
+    for k, m in enumerate(members):
+        W_E, W_U = model.W_E[k, :, : m.d].detach(), model.W_U[k, :, : m.d].detach()
+        b = model.b[k, 0, : m.d].detach() if bias else torch.zeros(m.d, dtype=torch.float64)
+        for i in range(n):
+            h = sum(W_E[int(x)] for x in X[i]) / (L if pool == "mean" else 1)
+            torch.testing.assert_close(logits[k, i].detach(), W_U @ torch.relu(h + b), rtol=1e-12, atol=1e-12)
+
+
+def test_a_trained_bias_moves_and_keeps_padding_at_zero():
+    V, n, L = 12, 40, 2
+    gen = torch.Generator().manual_seed(1)
+    X, y = torch.randint(0, V, (n, L), generator=gen), torch.randint(0, V, (n,), generator=gen)
+    model = CBOWEnsemble(V, [spec(seed=0, d=8, gamma=0.5), spec(seed=1, d=16, gamma=0.5)], "relu",
+                         dtype=torch.float64, bias=True, pool="mean")
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(5):
+        opt.zero_grad()
+        member_losses(model, X, y, backward=True)
+        opt.step()
+    assert torch.count_nonzero(model.b[0, :, :8]) == 8
+    assert torch.count_nonzero(model.b[0, :, 8:]) == 0 and torch.count_nonzero(model.W_E[0, :, 8:]) == 0
+
+
+def test_bias_and_pool_reach_the_model_from_the_config():
+    from ctxstair.models import build_ensemble
+    from ctxstair.tasks.registry import make
+    dataset = make("add", N=6)
+    cfg = apply_overrides(RunConfig(), {"task.N": 6, "model.d": 4, "model.bias": True, "model.pool": "mean"})
+    model = build_ensemble(cfg.validate(), dataset)
+    assert model.pool == "mean" and tuple(model.b.shape) == (1, 1, 4)
+    assert "b" in model.state_dict()
+    assert "b" not in build_ensemble(RunConfig(), dataset).state_dict()
+
+
 @pytest.mark.parametrize("n, V, d", [(7, 5, 3), (300, 60, 64)])  # below and above GATHER_MIN_WORK
 def test_embedding_sum_by_gather_and_by_counts_agree_with_the_definition(n, V, d):
     from ctxstair.models import cbow

@@ -15,7 +15,8 @@ from ctxstair.recipes import all_recipes, get, run_recipe, write_recipe_report
 from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
-RECIPE_NAMES = ["activation-order", "attention-arith", "attention-parity", "composite", "early-geometry",
+RECIPE_NAMES = ["activation-order", "activation-order-n50", "attention-arith", "attention-parity", "composite",
+                "early-geometry",
                 "ffn-vs-attention", "higher-orders", "init-scaling", "label-law", "lm-staircase", "minmax",
                 "modulus-onset",
                 "reason-memory", "seed-spectra", "signature-embeddings", "staircase-add", "staircase-mod"]
@@ -130,6 +131,23 @@ def test_early_geometry_small(runs):
     epochs, r0 = rundir.alignment_series(table, "order0", 0)
     assert s["tanh-sub"]["pearson_at_100"] == pytest.approx(ms.value_at(epochs, r0, 100))
     check_report(out, [f"{s['tanh-add']['pearson_at_100']:.3f}", f"{s['relu-sub']['pearson_at_100']:.3f}"])
+    # F1: the odd/even alignment with the order-0 geometry partialled out, written out from the files
+    run = out / "relu-add"
+    sigs = rundir.read_signatures(run)
+    upper = np.triu_indices(sigs.tokens.size, 1)
+
+    def cosines(M):
+        unit = M / np.linalg.norm(M, axis=1, keepdims=True)
+        return (unit @ unit.T)[upper]
+
+    P = sigs.orders[1].shape[2]
+    parity = cosines(sigs.orders[1] @ np.cos(2 * np.pi * (P // 2) * np.arange(P) / P))
+    order0 = cosines(sigs.orders[0])
+    for epoch, name in ((100, "parity_partial_early"), (rundir.snapshot_times(run)[-1], "parity_partial_late")):
+        emb = cosines(rundir.load_snapshot(run, epoch)["W_E"][0, sigs.tokens].astype(np.float64))
+        r = np.corrcoef([emb, parity, order0])
+        expected = (r[0, 1] - r[0, 2] * r[1, 2]) / np.sqrt((1 - r[0, 2] ** 2) * (1 - r[1, 2] ** 2))
+        assert s["relu-add"][name] == pytest.approx(expected, abs=1e-9)
 
 
 # ---------------------------------------------------------------- label-law (F2a)
@@ -167,7 +185,8 @@ def test_label_law_against_the_prescribed_law(runs):
 # ---------------------------------------------------------------- errors leave nothing behind
 
 @pytest.mark.parametrize("name,overrides,needle", [
-    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, attention-arith, attention-parity, "
+    ("nosuch", {}, "unknown recipe 'nosuch'; available: activation-order, activation-order-n50, attention-arith, "
+                   "attention-parity, "
                    "composite, early-geometry, ffn-vs-attention, higher-orders, init-scaling, label-law, lm-staircase, "
                    "minmax, modulus-onset, reason-memory, seed-spectra, signature-embeddings, staircase-add, "
                    "staircase-mod"),

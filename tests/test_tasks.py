@@ -180,6 +180,29 @@ def test_two_anchor_analyses_all_tokens_or_the_anchors_only():
         tasks.make("two_anchor", p=6, analysed="context")
 
 
+def test_two_anchor_cross_shift_hides_the_kind_from_order1_and_shows_it_at_order2():
+    p, shifts, c = 6, (0, 1, 2), 2
+    ds = tasks.make("two_anchor", p=p, shifts=shifts, cross_shift=c)
+    anchors = ds.meta["groups"]["anchors"].tolist()
+    assert anchors == list(range(6, 12)) and ds.vocab_size == 12 and ds.X.shape == (36 * p, 3)
+    assert ds.meta["shifts"].tolist() == [0, 1, 2, 0, 1, 2] and ds.meta["kinds"].tolist() == [0, 0, 0, 1, 1, 1]
+    shift = dict(zip(anchors, [0, 1, 2, 0, 1, 2]))
+    kind = dict(zip(anchors, [0, 0, 0, 1, 1, 1]))
+    assert all(y == (shift[a1] + shift[a2] + x + c * (kind[a1] != kind[a2])) % p
+               for (a1, a2, x), y in zip(ds.X.tolist(), ds.y.tolist()))
+    cos = dict(zip(zip(*np.triu_indices(6, 1)), _anchor_order1_cosines(ds)))
+    for i in range(3):  # anchors i and i + 3: the same shift, different kinds, the same order-1 signature
+        assert cos[i, i + 3] == pytest.approx(1.0)
+    assert cos[0, 1] < 0.99
+    # order 2: the law of the label given the anchor, the other anchor and x differs between the kinds
+    def order2(a):
+        return {(a2, x): y for (a1, a2, x), y in zip(ds.X.tolist(), ds.y.tolist()) if a1 == a}
+    assert order2(6) != order2(9)
+    assert tasks.make("two_anchor", p=p, shifts=shifts).meta["kinds"].tolist() == [0, 0, 0]
+    with pytest.raises(InputError, match="'cross_shift' must be a residue in 0..5"):
+        tasks.make("two_anchor", p=p, cross_shift=6)
+
+
 def test_parity_exact():
     ds = tasks.make("parity", n_samples=3000, seed=3)
     anchors, noise = ds.meta["groups"]["anchors"], ds.meta["groups"]["noise"]

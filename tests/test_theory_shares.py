@@ -1,12 +1,14 @@
 """Order shares over training (SPEC §6.1): exact for polynomial σ, small-init dominance of order 0."""
 
 import numpy as np
+import pytest
 import torch
 
 from ctxstair import tasks
 from ctxstair.analysis import analyse
 from ctxstair.analysis.order_shares import read_order_shares
 from ctxstair.config import RunConfig, apply_overrides
+from ctxstair.errors import InputError
 from ctxstair.models import CBOWEnsemble, MemberSpec
 from ctxstair.theory.shares import order_shares
 from ctxstair.train import train_run
@@ -41,3 +43,12 @@ def test_theory_csv_has_one_row_per_snapshot_member_and_order(tmp_path):
     assert np.all((table["share"] >= 0) & (table["share"] <= 1))
     assert np.all(np.abs(table["cosine_with_update"]) <= 1 + 1e-12)
     assert np.all(table["relative_residual"] < 1.0)
+
+
+def test_order_shares_refuse_a_model_the_theory_does_not_describe(tmp_path):
+    cfg = apply_overrides(RunConfig(), {"task.N": 6, "model.d": 8, "model.bias": True, "train.optimizer": "gd",
+                                        "train.epochs": 2, "snapshots.every": 1})
+    out = train_run(cfg, tmp_path / "run", progress=False)
+    with pytest.raises(InputError, match="model.bias=false and model.pool=sum"):
+        analyse(out, ["order_shares"])
+    assert not (out / "theory.csv").exists()

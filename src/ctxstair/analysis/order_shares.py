@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.run import Run
 from ctxstair.theory.shares import stacked_order_shares
@@ -30,6 +31,9 @@ THEORY_COLUMNS = ("member", "epoch", "order", "norm", "share", "cosine_with_upda
 def analyse(run: Run) -> None:
     """Order shares at every snapshot of every member of a CBOW run; writes ``theory.csv``."""
     cfg, dataset = run.config, run.dataset
+    if cfg.model.bias or cfg.model.pool != "sum":
+        raise InputError(f"order shares (SPEC §6.1) are derived for f = W_U σ(Σ_i w_(x_i)): they need "
+                         f"model.bias=false and model.pool=sum, got bias={cfg.model.bias}, pool={cfg.model.pool}")
     epochs = run.snapshot_times()
     snapshots = [rundir.load_snapshot(run.path, epoch) for epoch in epochs]
     W_E, W_U = (np.concatenate([snapshot[name] for snapshot in snapshots]) for name in ("W_E", "W_U"))  # (S K, V, d)

@@ -32,6 +32,8 @@ MODEL_KINDS = ("cbow", "attention")
 ACTIVATIONS = ("relu", "gelu", "tanh", "poly", "monomial")
 #: CBOW embedding modes (SPEC §8 F8b): trainable W_E, fixed λ R φ^{y;1}_α v, fixed random λ v_α.
 EMBEDDINGS = ("trainable", "signature", "random")
+#: How the CBOW model pools its context embeddings: Σ_i w_{x_i} (SPEC §5) or their mean.
+POOLS = ("sum", "mean")
 DTYPES = ("float32", "float64")
 #: How the alignment probes are fitted (:func:`ctxstair.alignment.probe_alignment`'s ``method``).
 PROBE_METHODS = ("fast", "reference")
@@ -73,7 +75,11 @@ class ModelConfig:
 
     ``embedding`` (CBOW only, SPEC §8 F8b): ``trainable`` W_E; ``signature``, fixed w_α = λ R φ^{y;1}_α v
     (R, v random and fixed); ``random``, fixed w_α = λ v_α (v_α random). In the fixed modes only the
-    scalar λ of each member and W_U are trained; λ starts at d^-γ (``models/cbow.py``)."""
+    scalar λ of each member and W_U are trained; λ starts at d^-γ (``models/cbow.py``).
+
+    ``bias`` and ``pool`` (CBOW only) are settings the paper leaves open: a trainable hidden bias b,
+    started at zero, in f = W_U σ(h + b), and ``pool`` ``sum`` (SPEC §5's h = Σ_i w_{x_i}) or
+    ``mean`` (h = Σ_i w_{x_i} / L). The gradient-flow theory (SPEC §6) assumes neither."""
 
     kind: str = "cbow"
     d: int = 128
@@ -83,6 +89,8 @@ class ModelConfig:
     coeffs: list[float] = field(default_factory=lambda: [1.0, 1.0])
     power: int = 2
     embedding: str = "trainable"
+    bias: bool = False
+    pool: str = "sum"
     init: InitConfig = field(default_factory=InitConfig)
 
 
@@ -165,6 +173,9 @@ class RunConfig:
         check_key_choice("model.embedding", self.model.embedding, EMBEDDINGS)
         if self.model.embedding != "trainable" and self.model.kind != "cbow":
             raise InputError(f"model.embedding={self.model.embedding} needs model.kind=cbow, got {self.model.kind!r}")
+        check_key_choice("model.pool", self.model.pool, POOLS)
+        if (self.model.bias or self.model.pool != "sum") and self.model.kind != "cbow":
+            raise InputError(f"model.bias and model.pool are settings of model.kind=cbow, got {self.model.kind!r}")
         check_key_choice("train.dtype", self.train.dtype, DTYPES)
         check_key_choice("analysis.probe", self.analysis.probe, PROBE_METHODS)
         check_key_choice("train.flow_method", self.train.flow_method, FLOW_METHODS)

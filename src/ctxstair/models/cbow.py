@@ -2,6 +2,11 @@
 
     f(X) = W_U σ(Σ_{i=1}^L w^E_{x_i})      no biases, no normalisation, no positions
 
+Two settings the paper leaves open are options, off by default: ``bias``, a trainable hidden bias
+b (K, d_max) started at zero, f = W_U σ(h + b); ``pool="mean"``, h = Σ_i w^E_{x_i} / L. Padded
+coordinates stay zero with a bias too: their b starts at zero and gets no gradient (W_U's padded
+columns are zero).
+
 K members are stored stacked, ``W_E`` and ``W_U`` of shape (K, V, d_max), and run as one batched
 computation. Members may differ in seed, γ and width d: a member of width d < d_max is zero-padded.
 Padding stays exactly zero under training because σ(0) = 0 for every activation here, so a padded
@@ -45,14 +50,20 @@ class CBOWEnsemble(torch.nn.Module):
 
     def __init__(self, vocab_size: int, members: Sequence[MemberSpec], activation: str = "relu",
                  coeffs: Sequence[float] = (), power: int = 2, dtype: torch.dtype = torch.float32,
-                 embedding: str = "trainable", phi1: np.ndarray | None = None):
+                 embedding: str = "trainable", phi1: np.ndarray | None = None, bias: bool = False,
+                 pool: str = "sum"):
         """``embedding``: ``trainable``, ``signature`` or ``random`` (module docstring); ``phi1``: the
-        order-1 label signature (vocab_size, labels, context) of every token id, for ``signature``."""
+        order-1 label signature (vocab_size, labels, context) of every token id, for ``signature``;
+        ``bias``: a trainable hidden bias started at zero; ``pool``: ``sum`` or ``mean`` of the
+        context embeddings."""
         super().__init__()
         if embedding not in ("trainable", "signature", "random"):
             raise InputError(f"embedding must be trainable, signature or random; got {embedding!r}")
         if (embedding == "signature") != (phi1 is not None):
             raise InputError("phi1 (vocab_size, labels, context) is needed for, and only for, embedding='signature'")
+        if pool not in ("sum", "mean"):
+            raise InputError(f"pool must be sum or mean; got {pool!r}")
+        self.pool = pool
         self.members = tuple(members)
         self.sigma = activation_fn(activation, coeffs, power)
         d_max = max(m.d for m in self.members)
@@ -68,6 +79,7 @@ class CBOWEnsemble(torch.nn.Module):
             if embedding != "trainable":
                 W_E[k, :, : m.d] = fixed_directions(vocab_size, m.d, gen, phi1)
         self.W_U = torch.nn.Parameter(W_U)
+        self.b = torch.nn.Parameter(torch.zeros(len(self.members), 1, d_max, dtype=dtype)) if bias else None
         if embedding == "trainable":
             self.W_E = torch.nn.Parameter(W_E)
             return
@@ -85,7 +97,12 @@ class CBOWEnsemble(torch.nn.Module):
 
     def forward(self, X: torch.Tensor, members: slice = slice(None)) -> torch.Tensor:
         """Logits (k, n, V) of ``members`` (default all K) for token ids X (n, L)."""
-        return self.sigma(embedding_sum(self.W_E[members], X)) @ self.W_U[members].transpose(1, 2)
+        h = embedding_sum(self.W_E[members], X)
+        if self.pool == "mean":
+            h = h / X.shape[1]
+        if self.b is not None:
+            h = h + self.b[members]
+        return self.sigma(h) @ self.W_U[members].transpose(1, 2)
 
     def member_rows(self) -> list[dict[str, float]]:
         """One row per member for ``members.csv``: seed, d, γ's and the realised standard deviation
@@ -150,4 +167,5 @@ def from_config(cfg: RunConfig, dataset: Dataset) -> CBOWEnsemble:
     phi1 = (label_signature(dataset.X, dataset.y, 1, dataset.vocab_size, labels=np.unique(dataset.y),
                             context=np.unique(dataset.X)) if m.embedding == "signature" else None)
     return CBOWEnsemble(dataset.vocab_size, member_specs(cfg), m.activation, m.coeffs, m.power,
-                        dtype=getattr(torch, cfg.train.dtype), embedding=m.embedding, phi1=phi1)
+                        dtype=getattr(torch, cfg.train.dtype), embedding=m.embedding, phi1=phi1, bias=m.bias,
+                        pool=m.pool)

@@ -2,6 +2,7 @@
 
     ctxstair run higher-orders --out runs/higher-orders          # about 6 min on 2 CPU cores
     ctxstair run higher-orders --set task.shifts=[]               # every residue a shift: order 1 blind to anchors
+    ctxstair run higher-orders --set task.cross_shift=5           # two kinds of anchor: order 2 should add to order 1
 
 Task ``two_anchor`` (``tasks/anchors.py``): X = (a1, a2, x), y = (s(a1) + s(a2) + x) mod p, with the p
 context tokens 𝒳 = 0..p−1 and one anchor token per shift value, all A²p sequences. Defaults: p = 20
@@ -157,8 +158,11 @@ def _paragraph(per: list[dict], med: dict, dataset, n_anchors: int, blind: bool)
         f"{ms.fmt(med['r1_end'])} and the order-2 probe at {ms.fmt(med['r2_end'])}. "
         + ("Every residue is a shift, so the anchors' order-1 signatures are all the same and only order 2 tells "
            "them apart. " if blind else
-           f"The anchors' shifts cover {n_anchors} of the {dataset.params['p']} residues, so their order-1 signatures "
-           f"differ: on the anchors alone the order-1 probe ends at {ms.fmt(med['anchors_r1_end'])} and the order-2 "
+           f"The anchors' shifts cover {np.unique(dataset.meta['shifts']).size} of the {dataset.params['p']} residues, "
+           f"so their order-1 signatures differ"
+           + (f" (two anchors per shift, of two kinds; a pair of different kinds adds {dataset.params['cross_shift']} "
+              "to the label, which only order 2 sees)" if dataset.params.get("cross_shift") else "")
+           + ": on the anchors alone the order-1 probe ends at {ms.fmt(med['anchors_r1_end'])} and the order-2 "
            f"probe at {ms.fmt(med['anchors_r2_end'])}. ")
         + f"Training accuracy ends at {ms.fmt(med['acc_end'])}."
     )

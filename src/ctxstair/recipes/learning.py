@@ -2,7 +2,7 @@
 
     ctxstair run ffn-vs-attention --out runs/ffn-vs-attention    # F8a, about 40 s on 2 CPU cores
     ctxstair run modulus-onset --out runs/modulus-onset          # F9, about 2.5 min (--seeds K)
-    ctxstair run seed-spectra --out runs/seed-spectra            # App. D, about 40 s
+    ctxstair run seed-spectra --out runs/seed-spectra            # App. D (add and mod), about 1 min
 
 Defaults, and why (docs/recipes.md has the measurements):
 
@@ -21,14 +21,16 @@ Defaults, and why (docs/recipes.md has the measurements):
   analysis (the conclusion reads ``metrics.jsonl`` and ``signatures.npz``). With ReLU (gradient
   descent or Adam) M | N is not slower at all, and with tanh under Adam the two groups differ by
   less than 3× (docs/recipes.md).
-* ``seed-spectra``: the ``staircase-add`` configuration (ReLU, GD lr 2, γ = 1, N = 40) with 10
-  ensemble members to epoch 1000, snapshots only at 0 and 1000 (the Fourier profile is read at the
-  last one). Next to the Fourier alignment that defines k*, the report gives it with the order-0
-  structure partialled out (SPEC §3 "Separating the orders"): every seed's S^emb is dominated by
-  the order-0 band that all seeds share. Two chance levels say what "a different frequency per
-  seed" is worth: the number of distinct values that random draws from the candidate frequencies
-  give, and, per seed, a permutation null of the best alignment (the same maximum over k with the
-  tokens relabelled).
+* ``seed-spectra``: two parts, ``add`` and ``mod`` (the paper shows both), each its staircase
+  recipe's configuration (``staircase-add``: ReLU, GD lr 2; ``staircase-mod``: tanh, Adam lr 1e-2;
+  γ = 1, N = 40) with 10 ensemble members to epoch 1000, snapshots only at 0 and 1000 (the Fourier
+  profile is read at the last one). Next to the Fourier alignment that defines k*, the report gives
+  it with the order-0 structure partialled out (SPEC §3 "Separating the orders"): every ``add``
+  seed's S^emb is dominated by the order-0 band that all seeds share (on ``mod`` the order-0
+  signatures are all equal, so there is nothing to partial out and the two numbers coincide). Two
+  chance levels say what "a different frequency per seed" is worth: the number of distinct values
+  that random draws from the candidate frequencies give, and, per seed, a permutation null of the
+  best alignment (the same maximum over k with the tokens relabelled).
 """
 
 from __future__ import annotations
@@ -368,12 +370,16 @@ register(Recipe(
 
 # ------------------------------------------------------------------------------ seed-spectra (App. D)
 
-def _spectra_config() -> RunConfig:
-    """``staircase-add``'s configuration with 10 members to epoch 1000, snapshots at 0 and 1000."""
-    cfg = get("staircase-add").runs()[""]
+def _spectra_config(source: str) -> RunConfig:
+    """Recipe ``source``'s configuration with 10 members to epoch 1000, snapshots at 0 and 1000."""
+    cfg = get(source).runs()[""]
     return dataclasses.replace(cfg, recipe="seed-spectra",
                                train=dataclasses.replace(cfg.train, epochs=1000, members=10),
                                snapshots=SnapshotConfig(log_points=0, every=1000))
+
+
+#: The parts of ``seed-spectra``: task -> the staircase recipe whose configuration it uses.
+SPECTRA_PARTS = {"add": "staircase-add", "mod": "staircase-mod"}
 
 
 def _pairs(values: list[float]) -> str:
@@ -381,9 +387,27 @@ def _pairs(values: list[float]) -> str:
     return f"{ms.fmt(float(np.mean(values)))} ({ms.fmt(min(values))} to {ms.fmt(max(values))})" if values else "n/a"
 
 
+def _partial(S_emb: object, S_1: object, S0: np.ndarray) -> np.ndarray:
+    """Pearson of ``S_emb`` with ``S_1`` controlling for ``S0``; the plain Pearson when ``S0`` is constant
+    (all order-0 signatures equal): controlling for a constant removes nothing."""
+    if not compare(S0, S0)["defined"]:
+        return np.asarray(compare(S_emb, S_1)["pearson"])
+    return np.asarray(partial_correlation(S_emb, S_1, S0))
+
+
+def _permuted_partial(S_emb: np.ndarray, S_1: np.ndarray, S0: np.ndarray, permutations: np.ndarray) -> np.ndarray:
+    """:func:`_partial` of ``S_emb[π][:, π]`` with ``S_1`` controlling for ``S0``, for each permutation π (P,)."""
+    r_e1 = permuted_pearson(S_emb, S_1, permutations)
+    if not compare(S0, S0)["defined"]:
+        return r_e1
+    r_e0, r_10 = permuted_pearson(S_emb, S0, permutations), float(compare(S_1, S0)["pearson"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.clip((r_e1 - r_e0 * r_10) / np.sqrt((1 - r_e0**2) * (1 - r_10**2)), -1.0, 1.0)
+
+
 def _spectra_seeds(run: Path, last: int, sigs, S: list[np.ndarray], S0: np.ndarray) -> list[dict]:
-    """Per seed: k*, the Fourier alignment at k* (plain and with S^sig,(0) partialled out) and its
-    permutation p-value, and the training accuracy, at epoch ``last``; ``S``: the seeds' S^emb."""
+    """Per seed: k*, the Fourier alignment at k* (plain and with S^sig,(0) partialled out), each with
+    its permutation p-value, and the training accuracy, at epoch ``last``; ``S``: the seeds' S^emb."""
     members = ms.members(run)
     # S^sig,(1)(c_k) for every k of alignment.csv, to repeat the Fourier alignment with the shared
     # order-0 structure partialled out (SPEC §3 "Separating the orders")
@@ -397,20 +421,24 @@ def _spectra_seeds(run: Path, last: int, sigs, S: list[np.ndarray], S0: np.ndarr
     for m, seed in zip(members, ms.member_seeds(run)):
         ks, r = ms.fourier_profile(run, m, last)
         k_star, r_star = ms.best_frequency(ks, r, k_min=SPECTRA_K_MIN)
-        partial = np.asarray(partial_correlation(S[m], S_k, S0))
-        null = np.max([permuted_pearson(S[m], S_k[i], permutations) for i in np.flatnonzero(ks >= SPECTRA_K_MIN)],
-                      axis=0)
+        partial = _partial(S[m], S_k, S0)
+        searched = np.flatnonzero(ks >= SPECTRA_K_MIN)
+        null = np.max([permuted_pearson(S[m], S_k[i], permutations) for i in searched], axis=0)
         p_value = float((1 + np.sum(null >= r_star)) / (1 + SPECTRA_PERMUTATIONS))
-        per.append(dict(seed=seed, k_star=k_star, r_star=r_star, partial_r_star=float(partial[ks == k_star][0]),
-                        null_p=p_value, null_q95=float(np.quantile(null, 0.95)),
+        # The partialled alignment at k* against the best partialled alignment over k with the tokens
+        # relabelled: conservative, since k* was chosen by the plain r, not by the partialled one.
+        partial_star = float(partial[ks == k_star][0])
+        partial_null = np.max([_permuted_partial(S[m], S_k[i], S0, permutations) for i in searched], axis=0)
+        partial_p = float((1 + np.sum(partial_null >= partial_star)) / (1 + SPECTRA_PERMUTATIONS))
+        per.append(dict(seed=seed, k_star=k_star, r_star=r_star, partial_r_star=partial_star,
+                        null_p=p_value, null_q95=float(np.quantile(null, 0.95)), partial_null_p=partial_p,
                         accuracy=float(ms.metric_series(run, m, "acc")[1][-1]), ks=ks.tolist(), r=r.tolist(),
                         partial=partial.tolist()))
     return per
 
 
-def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``seed-spectra``: one best frequency per seed, from files."""
-    run = paths[""]
+def _spectra_part(task: str, run: Path) -> Outcome:
+    """Key numbers (named ``task: ...``), paragraph, figures and rows of one part of ``seed-spectra``."""
     last = rundir.snapshot_times(run)[-1]
     sigs = rundir.read_signatures(run)
     S = [cosine_matrix(w) for w in rundir.load_snapshot(run, last)["W_E"][:, sigs.tokens].astype(np.float64)]
@@ -420,75 +448,92 @@ def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
     # Distinct values among len(per) independent uniform draws from n_k frequencies, on average.
     chance_distinct = n_k * (1 - (1 - 1 / n_k) ** len(per))
     beating = sum(p["null_p"] < SPECTRA_ALPHA for p in per)
+    partial_beating = sum(p["partial_null_p"] < SPECTRA_ALPHA for p in per)
     pairs = [(i, j) for i in range(len(S)) for j in range(i + 1, len(S))]
     between = [float(compare(S[i], S[j])["pearson"]) for i, j in pairs]
-    between_partial = [float(partial_correlation(S[i], S[j], S0)) for i, j in pairs]
+    between_partial = [float(_partial(S[i], S[j], S0)) for i, j in pairs]
     by_k = {k: [p["seed"] for p in per if p["k_star"] == k] for k in sorted({p["k_star"] for p in per})}
     shared = "; ".join(f"k = {k} for seeds {', '.join(map(str, seeds))}" for k, seeds in by_k.items() if len(seeds) > 1)
     r_stars, partial_stars = [p["r_star"] for p in per], [p["partial_r_star"] for p in per]
     keys = [
-        KeyNumber(f"k* = argmax over k > {SPECTRA_K_MIN - 1} of the Fourier alignment at epoch {last}, per seed "
-                  f"(r; r controlling for S^sig,(0))",
+        KeyNumber(f"{task}: k* = argmax over k > {SPECTRA_K_MIN - 1} of the Fourier alignment at epoch {last}, per "
+                  f"seed (r; r controlling for S^sig,(0))",
                   "; ".join(f"seed {p['seed']}: {p['k_star']} ({ms.fmt(p['r_star'], 2)}; "
                             f"{ms.fmt(p['partial_r_star'], 2)})" for p in per),
                   "each seed best matched by its own frequency", None),
-        KeyNumber("distinct k* over the seeds", f"{len(by_k)} of {len(per)} ({', '.join(map(str, by_k))})"
+        KeyNumber(f"{task}: distinct k* over the seeds", f"{len(by_k)} of {len(per)} ({', '.join(map(str, by_k))})"
                   + (f"; shared: {shared}" if shared else "")
                   + f"; {chance_distinct:.1f} on average if each seed's k* were drawn at random from the {n_k} "
                   "frequencies",
                   f"a different frequency for every seed: {len(per)} of {len(per)}", len(by_k) == len(per)),
-        KeyNumber(f"k* above chance: the best alignment over k > {SPECTRA_K_MIN - 1} against the same maximum with "
-                  f"the tokens relabelled ({SPECTRA_PERMUTATIONS} permutations), p per seed",
+        KeyNumber(f"{task}: k* above chance: the best alignment over k > {SPECTRA_K_MIN - 1} against the same maximum "
+                  f"with the tokens relabelled ({SPECTRA_PERMUTATIONS} permutations), p per seed",
                   "; ".join(f"seed {p['seed']}: p = {p['null_p']:.3f} (r {ms.fmt(p['r_star'], 2)} vs 95 % of chance "
                             f"{ms.fmt(p['null_q95'], 2)})" for p in per) + f"; {beating} of {len(per)} below "
                   f"{SPECTRA_ALPHA}",
                   f"every seed's k* a real match (p < {SPECTRA_ALPHA})", beating == len(per)),
-        KeyNumber("Fourier alignment at k*: Pearson r, and r controlling for S^sig,(0) (median, range over seeds)",
+        KeyNumber(f"{task}: Fourier alignment at k*: Pearson r, and r controlling for S^sig,(0) (median, range over "
+                  f"seeds; seeds whose partialled r beats the best partialled r over k > {SPECTRA_K_MIN - 1} with the "
+                  "tokens relabelled)",
                   f"{ms.fmt(ms.median(r_stars))} ({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); "
-                  f"{ms.fmt(ms.median(partial_stars))} ({ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))})",
+                  f"{ms.fmt(ms.median(partial_stars))} ({ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))}); "
+                  f"{partial_beating} of {len(per)} above chance (p < {SPECTRA_ALPHA}: "
+                  f"{', '.join(str(p['seed']) for p in per if p['partial_null_p'] < SPECTRA_ALPHA) or 'none'})",
                   "not asserted: how well k* matches", None),
-        KeyNumber(f"S^emb of two seeds at epoch {last}: Pearson over token pairs, and controlling for S^sig,(0) "
-                  f"(mean, range over {len(pairs)} pairs)", f"{_pairs(between)}; {_pairs(between_partial)}",
+        KeyNumber(f"{task}: S^emb of two seeds at epoch {last}: Pearson over token pairs, and controlling for "
+                  f"S^sig,(0) (mean, range over {len(pairs)} pairs)", f"{_pairs(between)}; {_pairs(between_partial)}",
                   "different geometries: not asserted (no threshold in the paper)", None),
-        KeyNumber(f"training accuracy at epoch {last} (median, min)",
+        KeyNumber(f"{task}: training accuracy at epoch {last} (median, min)",
                   f"{ms.fmt(ms.median([p['accuracy'] for p in per]))}, {ms.fmt(min(p['accuracy'] for p in per))}",
-                  "not asserted (staircase-add reaches 100 % by epoch ≈ 850)", None),
+                  "not asserted", None),
     ]
     paragraph = (
-        f"{len(per)} seeds of the staircase-add model, read at epoch {last}. Their embedding similarity matrices share "
-        f"the order-0 band (two seeds correlate {_pairs(between)}), and differ beyond it: controlling for "
-        f"S^sig,(0), two seeds correlate {_pairs(between_partial)}. Restricted to k > {SPECTRA_K_MIN - 1}, the "
-        f"Fourier frequency whose order-1 geometry best matches a seed's embeddings takes {len(by_k)} distinct values "
-        f"over {len(per)} seeds ({', '.join(map(str, by_k))})"
+        f"On `{task}`, {len(per)} seeds read at epoch {last}: two seeds' embedding similarity matrices correlate "
+        f"{_pairs(between)}, and {_pairs(between_partial)} controlling for S^sig,(0). Restricted to "
+        f"k > {SPECTRA_K_MIN - 1}, the Fourier frequency whose order-1 geometry best matches a seed's embeddings takes "
+        f"{len(by_k)} distinct values over {len(per)} seeds ({', '.join(map(str, by_k))})"
         + ("; every seed has its own." if len(by_k) == len(per) else
            f"; the expectation that every seed has its own is not met ({shared}).")
         + f" Drawn at random from the {n_k} frequencies, {len(per)} seeds would give {chance_distinct:.1f} distinct "
         f"values on average; {beating} of {len(per)} seeds' best alignments beat the chance level of the best of "
-        f"{n_k} frequencies with the tokens relabelled (p < {SPECTRA_ALPHA})."
-        + f" The order-0 band dominates every S^emb, so the Pearson alignment at k* is small "
-        f"({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); with S^sig,(0) partialled out it is "
-        f"{ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))}."
+        f"{n_k} frequencies with the tokens relabelled (p < {SPECTRA_ALPHA}). The alignment at k* is "
+        f"{ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}, and {ms.fmt(min(partial_stars))} to "
+        f"{ms.fmt(max(partial_stars))} with S^sig,(0) partialled out."
     )
     figures = {
-        "geometries.png": (f"S^emb of the task tokens at epoch {last} for every seed, titled with its k* and r.",
-                           learning_figures.similarity_grid(
-                               [(f"seed {p['seed']}: k* = {p['k_star']}, r = {p['r_star']:.2f}", s)
-                                for p, s in zip(per, S)],
-                               sigs.tokens, f"Embedding similarity $S^{{emb}}$ at epoch {last}, one panel per seed")),
-        "fourier.png": (f"Fourier alignment over k at epoch {last} for every seed (Pearson r, and r controlling for "
-                        "S^sig,(0)); k* marked.", learning_figures.fourier_profiles_figure(per, SPECTRA_K_MIN)),
+        f"{task}_geometries.png": (f"`{task}`: S^emb of the task tokens at epoch {last} for every seed, titled with "
+                                   "its k* and r.",
+                                   learning_figures.similarity_grid(
+                                       [(f"seed {p['seed']}: k* = {p['k_star']}, r = {p['r_star']:.2f}", s)
+                                        for p, s in zip(per, S)], sigs.tokens,
+                                       f"{task}: embedding similarity $S^{{emb}}$ at epoch {last}, one panel "
+                                       "per seed")),
+        f"{task}_fourier.png": (f"`{task}`: Fourier alignment over k at epoch {last} for every seed (Pearson r, "
+                                "and r controlling for S^sig,(0)); k* marked.",
+                                learning_figures.fourier_profiles_figure(per, SPECTRA_K_MIN)),
     }
-    rows = [{key: p[key] for key in ("seed", "k_star", "r_star", "partial_r_star", "null_p", "accuracy")} for p in per]
+    rows = [{"task": task, **{key: p[key] for key in ("seed", "k_star", "r_star", "partial_r_star", "null_p",
+                                                       "partial_null_p", "accuracy")}} for p in per]
     return Outcome(keys, paragraph, figures, {"epoch": last, "k_min": SPECTRA_K_MIN, "members": per,
                                               "between_seed_pearson": between,
                                               "between_seed_partial": between_partial}, rows)
 
 
+def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
+    """The key numbers, paragraph and figures of ``seed-spectra``: one best frequency per seed and task, from files."""
+    parts = {task: _spectra_part(task, paths[task]) for task in SPECTRA_PARTS if task in paths}
+    return Outcome([k for part in parts.values() for k in part.key_numbers],
+                   " ".join(part.paragraph for part in parts.values()),
+                   {name: fig for part in parts.values() for name, fig in part.figures.items()},
+                   {task: part.summary for task, part in parts.items()},
+                   [row for part in parts.values() for row in part.member_rows])
+
+
 register(Recipe(
     name="seed-spectra", figure="SPEC §8 D (App. D)",
-    expectation="10 seeds of staircase-add at epoch 1000: different geometries, each best matched by a different "
-                "frequency k* = argmax over k > 10",
-    cpu_time="≈ 40 s",
-    runs=lambda: {"": _spectra_config()},
+    expectation="10 seeds of staircase-add and of staircase-mod at epoch 1000: different geometries, each best "
+                "matched by a different frequency k* = argmax over k > 10",
+    cpu_time="≈ 1 min",
+    runs=lambda: {task: _spectra_config(source) for task, source in SPECTRA_PARTS.items()},
     conclude=conclude_spectra,
 ))

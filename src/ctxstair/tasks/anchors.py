@@ -241,7 +241,7 @@ def minmax(N: int = 20) -> Dataset:
 
 
 @register("two_anchor")
-def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all") -> Dataset:
+def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all", cross_shift: int = 0) -> Dataset:
     """Two shift anchors and one context token: y = (s(a1) + s(a2) + x) mod p, all sequences (SPEC §8 row C).
 
     Parameters:
@@ -251,19 +251,26 @@ def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all") -> Datase
         analysed: the task tokens, ``all`` (context tokens then anchors) or ``anchors`` (the paper's
             App. C plots the anchors only: with fewer shifts than residues the context tokens'
             order-0 signatures differ, the anchors' never do).
+        cross_shift: ``0`` (the default) or a residue ``c`` in ``1..p-1``: every shift value then has
+            two anchors, one of each of two kinds, and a pair of anchors of different kinds adds
+            ``c`` to the label. The other anchor is of either kind equally often, so an anchor's
+            order-1 signature depends on its shift only; its kind shows at order 2 (with the other
+            anchor), which gives an order-2 structure beyond order 1 among the anchors.
 
     Token ids (our choice: anchors are separate token ids, not context tokens): context tokens
     ``𝒳 = 0..p-1``; anchors ``p..p+A-1`` for ``A`` shift values, anchor ``p + i`` with shift
     ``s = shifts[i]`` (default: ``s(α) = α - p``); labels ``0..p-1`` (the context ids).
     ``vocab_size = p + A``; ``tokens`` = the context ids then the anchors (``analysed="anchors"``:
-    the anchors);
-    ``meta["groups"] = {"context", "anchors"}``, ``meta["shifts"]`` the shift of each anchor.
+    the anchors); with ``cross_shift`` the ``2S`` anchors for ``S`` shift values are ``p..p+S-1``
+    (kind 0) then ``p+S..p+2S-1`` (kind 1), in the order of ``shifts`` each;
+    ``meta["groups"] = {"context", "anchors"}``, ``meta["shifts"]`` the shift of each anchor,
+    ``meta["kinds"]`` its kind (all 0 without ``cross_shift``).
 
-    Label: ``y = (s(a1) + s(a2) + x) mod p``. Every anchor's order-0 label signature is uniform over
-    ``0..p-1`` (``x`` runs over every residue). When the shifts cover every residue (the default)
-    the order-1 signatures of all anchors are equal as well, since the other anchor's shift is
-    uniform; with fewer shifts (e.g. ``0..p/2-1``) the order-1 signatures tell the anchors apart
-    while order 0 still does not.
+    Label: ``y = (s(a1) + s(a2) + x + c·[kind(a1) ≠ kind(a2)]) mod p``. Every anchor's order-0 label
+    signature is uniform over ``0..p-1`` (``x`` runs over every residue). When the shifts cover every
+    residue (the default) the order-1 signatures of all anchors are equal as well, since the other
+    anchor's shift is uniform; with fewer shifts (e.g. ``0..p/2-1``) the order-1 signatures tell the
+    anchors apart while order 0 still does not.
     Samples: all ``A**2 * p`` sequences ``(a1, a2, x)``, lexicographic (``a1`` slowest).
     """
     p = check_int("p", p, 2)
@@ -273,11 +280,17 @@ def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all") -> Datase
         _check_tuple("shifts", shifts, allowed=np.arange(p)), dtype=np.int64)
     if np.unique(shift_values).size != shift_values.size:
         raise InputError(f"parameter 'shifts' must hold distinct values, got {tuple(shifts)!r}")
+    cross_shift = check_int("cross_shift", cross_shift, 0)
+    if cross_shift >= p:
+        raise InputError(f"parameter 'cross_shift' must be a residue in 0..{p - 1}, got {cross_shift}")
+    kinds = np.repeat(np.arange(2 if cross_shift else 1), shift_values.size)
+    shift_values = np.tile(shift_values, 2 if cross_shift else 1)
     check_rows("the input sequences", shift_values.size**2 * p, 3)
     context, anchors = numbers(0, p - 1), numbers(p, p + shift_values.size - 1)
     X = product_grid(anchors, anchors, context)
-    y = (shift_values[X[:, 0] - p] + shift_values[X[:, 1] - p] + X[:, 2]) % p
-    meta = {"groups": {"context": context, "anchors": anchors}, "shifts": shift_values}
+    a1, a2 = X[:, 0] - p, X[:, 1] - p
+    y = (shift_values[a1] + shift_values[a2] + X[:, 2] + cross_shift * (kinds[a1] != kinds[a2])) % p
+    meta = {"groups": {"context": context, "anchors": anchors}, "shifts": shift_values, "kinds": kinds}
     tokens = anchors if analysed == "anchors" else np.concatenate([context, anchors])
     return Dataset(X=X, y=y, vocab_size=p + shift_values.size, tokens=tokens, meta=meta)
 
