@@ -1,11 +1,13 @@
 """``ctxstair analyze-model``: ρ_next and the prefix probe (SPEC §7) for an existing model's input
-embeddings — a Hugging Face directory, a folder of its checkpoints, a GGUF file, ``smollm2``, or an
-LM run directory of this project (:mod:`ctxstair.lm.hf`) — and, for Llama-family models, the
-attention-path correlation per layer with its permutation null and the path shares of the
-embedding update (SPEC §6.4, §7), as ``ctxstair lm train`` computes them per snapshot.
+embeddings — a Hugging Face directory, a folder of its checkpoints, a GGUF file, ``smollm2``, an
+LM run directory of this project (:mod:`ctxstair.lm.hf`), or revisions of a model on the Hugging
+Face Hub (:mod:`ctxstair.lm.hub`) — and, for Llama-family models, the attention-path correlation
+per layer with its permutation null and the path shares of the embedding update (SPEC §6.4, §7),
+as ``ctxstair lm train`` computes them per snapshot.
 
     ctxstair data fetch smollm2 && ctxstair data fetch shakespeare
     ctxstair analyze-model smollm2 --corpus shakespeare --out runs/smollm2-shakespeare
+    ctxstair analyze-model EleutherAI/pythia-160m --revisions log:16 --corpus shakespeare --out runs/pythia-160m
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ def register(commands) -> None:
                                                        "of a trained model")
     parser.add_argument("model", help="Hugging Face model directory (safetensors weights; pickled .bin weights "
                                       "are refused), folder of checkpoint-<step> directories, .gguf file, fetched "
-                                      "model name (smollm2) or LM run directory")
+                                      "model name (smollm2), LM run directory, or a Hugging Face Hub model id "
+                                      "ORG/NAME that is not an existing path (see --revisions)")
     parser.add_argument("--corpus", required=True,
                         help="synthetic, a fetched corpus name (shakespeare, wikipedia-excerpt) or a text file/folder")
     parser.add_argument("--k", type=int, default=200,
@@ -43,7 +46,18 @@ def register(commands) -> None:
                         help="the first of those windows used for the path shares of the embedding update "
                              "(default 4, or --windows if smaller): one backward pass per path (2 × layers + 1); "
                              "on SmolLM2 about 35 s per window of 128 tokens on 2 CPU cores")
-    parser.add_argument("--out", type=Path, default=None, help="write analysis.json and analysis.png here")
+    parser.add_argument("--revisions", default=None,
+                        help="Hub model only: the revisions to analyse, comma-separated (step0,step1000,step143000) "
+                             "or log:N (N of the repository's step<N> revisions, log-spaced, first and last "
+                             "included); default: main. Files come through huggingface_hub (downloaded, or from "
+                             "its cache with HF_HUB_OFFLINE=1); for ρ_next and the probe only the file holding the "
+                             "input embedding")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write analysis.json and analysis.png here (a Hub series also series.json and one "
+                             "result per revision in revisions/, each as it finishes)")
+    parser.add_argument("--resume", action="store_true",
+                        help="Hub series: continue the series in --out (same model, corpus and settings); finished "
+                             "revisions are read back, not measured again")
     parser.add_argument("--force", action="store_true", help="replace an existing --out directory")
     numerics.add_reproducible_option(parser)
     parser.set_defaults(handler=analyze_model_command)
@@ -52,9 +66,10 @@ def register(commands) -> None:
 def analyze_model_command(args: argparse.Namespace) -> None:
     """Analyse every checkpoint, print one line each; with ``--out`` write JSON and figure atomically."""
     from ctxstair.errors import InputError
-    from ctxstair.io import atomic_write_text, fresh_output_dir
+    from ctxstair.io import fresh_output_dir
     from ctxstair.lm.corpus import load_text
     from ctxstair.lm.hf import ATTENTION_WINDOWS, PATH_WINDOWS, analyze_model
+    from ctxstair.lm.hub import hub_id
 
     windows = ATTENTION_WINDOWS if args.windows is None else args.windows
     path_windows = min(PATH_WINDOWS, windows) if args.path_windows is None else args.path_windows
@@ -63,6 +78,13 @@ def analyze_model_command(args: argparse.Namespace) -> None:
     if path_windows > windows:
         raise InputError(f"--path-windows {path_windows} exceeds --windows {windows}: the path shares use the first "
                          "of the windows sampled for the attention paths")
+    repo_id = hub_id(args.model)
+    if repo_id is not None:
+        _analyze_series(args, repo_id, windows, path_windows)
+        return
+    if args.revisions is not None or args.resume:
+        raise InputError(f"--revisions and --resume are for a Hugging Face Hub model id (org/name that is not an "
+                         f"existing path), not {args.model}")
     # Entered first so that an existing --out is refused before the (minutes-long) analysis.
     output = contextlib.nullcontext() if args.out is None else fresh_output_dir(args.out, force=args.force)
     with output as staging:
@@ -70,27 +92,80 @@ def analyze_model_command(args: argparse.Namespace) -> None:
         result = analyze_model(args.model, text, k=args.k, window=args.window, max_tokens=args.max_tokens,
                                probe=not args.no_probe, paths=not args.no_paths,
                                attention_windows=windows, path_windows=path_windows)
-        corpus = result["corpus"]
-        print(f"{args.model} on {args.corpus}: {corpus['tokens']:,} tokens in {corpus['windows']:,} windows, "
-              f"{len(result['tokens'])} eligible tokens")
-        paths = result["paths"]
-        if paths is not None and paths["skipped"] is not None:
-            print(f"attention paths and path shares not measured: {paths['skipped']}")
-        elif paths is not None:
-            print(f"attention paths on {paths['attention_windows']} windows and path shares on {paths['path_windows']} "
-                  f"of them, {paths['window']} tokens each (sample seed {paths['seed']}); null: largest |r| of "
-                  f"{paths['null_permutations']} token permutations")
+        _print_header(args, result["corpus"], len(result["tokens"]), result["paths"])
         for row in result["checkpoints"]:
-            print(_summary_line(row))
-            for line in _path_lines(row):
-                print(f"    {line}")
+            _print_row(row)
         if staging is not None:
-            summary = {key: value for key, value in result.items() if key != "similarity"}
-            summary["corpus"]["name"] = args.corpus
-            atomic_write_text(staging / "analysis.json", json.dumps(summary, indent=2) + "\n")
-            _write_figure(result, staging / "analysis.png")
+            _write_outputs(result, staging, args.corpus)
     if args.out is not None:
         print(f"wrote {args.out / 'analysis.json'} and {args.out / 'analysis.png'}")
+
+
+def _analyze_series(args: argparse.Namespace, repo_id: str, windows: int, path_windows: int) -> None:
+    """``analyze-model ORG/NAME``: the revisions of a Hub model, one line each as it finishes; with
+    ``--out`` each revision's result as it finishes, then ``analysis.json`` and ``analysis.png``."""
+    from ctxstair.errors import InputError
+    from ctxstair.lm.corpus import load_text
+    from ctxstair.lm.hub import analyze_series, check_series_folder, parse_revisions, prepare_series, series_settings
+
+    if args.resume and args.out is None:
+        raise InputError("--resume needs --out: the folder of the series to continue")
+    if args.resume and args.force:
+        raise InputError("--resume continues the series in --out and --force replaces it: pass one of them")
+    text = load_text(args.corpus)
+    settings = series_settings(repo_id, parse_revisions(repo_id, args.revisions), text, args.corpus, k=args.k,
+                               window=args.window, max_tokens=args.max_tokens, probe=not args.no_probe,
+                               paths=not args.no_paths, attention_windows=windows, path_windows=path_windows)
+    if args.out is not None:  # refused before anything is fetched
+        check_series_folder(args.out, settings, resume=args.resume, force=args.force)
+    plan = prepare_series(settings, text)
+    corpus_windows = plan.prepared.windows
+    _print_header(args, {"tokens": int(corpus_windows.size), "windows": int(corpus_windows.shape[0])},
+                  plan.prepared.tokens.size, plan.sample)
+    revisions = plan.revisions
+    print(f"{len(revisions)} revisions: {', '.join(revisions)}; the tokenizer of {revisions[0]} serves all of them")
+
+    def finished(row: dict, before: bool) -> None:
+        if before:
+            print(f"{row['name']}  skipped (done)")
+        else:
+            _print_row(row)
+
+    result = analyze_series(plan, out=args.out, resume=args.resume, force=args.force, on_revision=finished,
+                            progress=print)
+    if args.out is not None:
+        _write_outputs(result, args.out, args.corpus)
+        print(f"wrote {args.out / 'analysis.json'} and {args.out / 'analysis.png'}")
+
+
+def _print_header(args: argparse.Namespace, corpus: dict, n_tokens: int, paths: dict | None) -> None:
+    """The model, the corpus and its token set, and what is done about the path measures."""
+    print(f"{args.model} on {args.corpus}: {corpus['tokens']:,} tokens in {corpus['windows']:,} windows, "
+          f"{n_tokens} eligible tokens")
+    if paths is not None and paths["skipped"] is not None:
+        print(f"attention paths and path shares not measured: {paths['skipped']}")
+    elif paths is not None:
+        print(f"attention paths on {paths['attention_windows']} windows and path shares on {paths['path_windows']} "
+              f"of them, {paths['window']} tokens each (sample seed {paths['seed']}); null: largest |r| of "
+              f"{paths['null_permutations']} token permutations")
+
+
+def _print_row(row: dict) -> None:
+    """One checkpoint's line, and its path measures below it."""
+    print(_summary_line(row))
+    for line in _path_lines(row):
+        print(f"    {line}")
+
+
+def _write_outputs(result: dict, folder: Path, corpus_name: str) -> None:
+    """``analysis.json`` (the result without its similarity arrays) and ``analysis.png`` in ``folder``,
+    each written atomically."""
+    from ctxstair.io import atomic_write_text
+
+    summary = {key: value for key, value in result.items() if key != "similarity"}
+    summary["corpus"]["name"] = corpus_name
+    atomic_write_text(folder / "analysis.json", json.dumps(summary, indent=2) + "\n")
+    _write_figure(result, folder / "analysis.png")
 
 
 def _summary_line(row: dict) -> str:
@@ -150,7 +225,7 @@ def _write_figure(result: dict, path: Path) -> None:
     from ctxstair.report.figures import save_figure
 
     rows = result["checkpoints"]
-    curves = len(rows) > 1
+    curves = len(rows) > 1 and all(row["step"] is not None for row in rows)  # revisions such as main have none
     paths = rows[-1]["attention_path_corr"] is not None
     n_cols = 3 if curves or paths else 1
     n_rows = 2 if paths and curves else 1
@@ -182,7 +257,8 @@ def _write_figure(result: dict, path: Path) -> None:
             if ax.has_data():
                 ax.legend(fontsize=8)
     if paths:
-        _path_panels(result, axes[1] if curves else axes[0, 1:], np)
+        # Without steps to plot against, the path panels show the last checkpoint alone.
+        _path_panels(result if curves else {**result, "checkpoints": rows[-1:]}, axes[1] if curves else axes[0, 1:], np)
     fig.tight_layout()
     save_figure(fig, path)
 

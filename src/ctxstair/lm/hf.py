@@ -25,7 +25,9 @@ reason instead.
 :func:`analyze_model` tokenises a corpus with the model's tokenizer and computes, per checkpoint,
 ρ_next and the held-out prefix probe next to its shuffled baseline (:mod:`ctxstair.lm.analysis`)
 and, for Llama-family models, the attention-path correlation per layer with its permutation null
-and the path shares of the embedding update (SPEC §6.4, §7) on a fixed sample of windows.
+and the path shares of the embedding update (SPEC §6.4, §7) on a fixed sample of windows. Its
+parts — :func:`prepare_corpus` (once per run), :func:`embedding_measures` and :func:`path_measures`
+(per checkpoint) — serve callers that get one checkpoint at a time (:mod:`ctxstair.lm.hub`).
 Nothing is downloaded: every load is local. Nothing is unpickled and no code of the model folder
 runs: weights are read from safetensors only — a folder holding only pickled
 weights (``pytorch_model.bin``...) is refused before ``transformers`` sees it — and
@@ -145,6 +147,39 @@ def iter_checkpoints(source: str | os.PathLike, models: bool = False) -> Iterato
                          "checkpoint-<step> directories, nor an LM run directory (config.yaml, snapshots/)")
 
 
+#: Keys of a checkpoint's row that only the attention-path and path-share measures fill.
+PATH_KEYS = ("attention_path_corr", "attention_path_null", "path_share")
+
+
+@dataclass(frozen=True)
+class PreparedCorpus:
+    """The corpus side of the SPEC §7 measurements (:func:`prepare_corpus`), computed once and shared
+    by every checkpoint of a run, so that checkpoints can be measured one at a time.
+
+    Attributes:
+        windows: int64 (n, window) token ids, non-overlapping windows of the tokenised corpus.
+        vocab_size: V, the rows of the embedding matrices it is measured against.
+        k: the size of T asked for (T may be smaller: fewer word-like tokens occur).
+        tokens: int64 (k',) the token set T, most frequent first.
+        token_strings: the tokens' strings.
+        S_next: (T, T) cosine matrix of the next-token signatures ``S^next``.
+        labels: int64 prefix labels ν, or None without the probe.
+        phi1: (T, Y, T) prefix signatures ``φ^{y;1}`` over ``labels`` and context T, or None.
+        train_idx, heldout_idx: the probe's fixed split of T (indices into ``tokens``); empty without it.
+    """
+
+    windows: np.ndarray
+    vocab_size: int
+    k: int
+    tokens: np.ndarray
+    token_strings: list[str]
+    S_next: np.ndarray
+    labels: np.ndarray | None
+    phi1: np.ndarray | None
+    train_idx: np.ndarray
+    heldout_idx: np.ndarray
+
+
 # long: half of it is the docstring, which documents every setting and every field of the result
 def analyze_model(
     source: str | os.PathLike,
@@ -165,7 +200,7 @@ def analyze_model(
     the probe, prefix signatures ``φ^{y;1}`` over the labels :func:`~ctxstair.lm.analysis.prefix_labels`
     (``T`` and the most frequent tokens, 1000 in all) and context ``T``. The probe uses the fixed
     split :func:`~ctxstair.lm.analysis.token_split` (a quarter held out, seed 0) and the SPEC §3
-    settings (Adam, lr 0.01, 300 steps).
+    settings (Adam, lr 0.01, 300 steps). (:func:`prepare_corpus`, :func:`embedding_measures`.)
 
     With ``paths``, for a Llama-family model (:func:`iter_checkpoints` ``models=True``): a fixed
     sample of ``attention_windows`` windows (a permutation of all windows seeded with
@@ -203,9 +238,32 @@ def analyze_model(
         ``attn.ℓ``, ``mlp.ℓ``), None where not measured; ``similarity``: ``next`` (T, T) ``S^next``
         and ``embedding`` (S, T, T) ``S^emb`` arrays.
     """
-    from ctxstair.lm.windows import make_windows
-    from ctxstair.signatures import next_token_signature
+    k, window, max_tokens, attention_windows, path_windows = check_settings(k, window, max_tokens, attention_windows,
+                                                                            path_windows)
+    stream = iter_checkpoints(source, models=paths)
+    first = next(stream)
+    prepared = prepare_corpus(first.tokenizer, first.W_E.shape[0], corpus_text, k, window, max_tokens, probe)
+    sample = measure = None
+    if paths:
+        positions = None if first.model is None else first.model.cfg.max_seq_len
+        sample = path_sample(prepared.windows, positions, first.no_model, attention_windows, path_windows)
+    if sample is not None and sample["skipped"] is None:
+        attention_sample, shares_sample = sampled_windows(prepared.windows, sample)
 
+        def measure(checkpoint: Checkpoint) -> dict:
+            return path_measures(checkpoint.model, checkpoint.name, attention_sample, shares_sample,
+                                 prepared.tokens, prepared.vocab_size)
+
+    checkpoints, W = _token_embeddings(first, stream, prepared.tokens, measure)
+    rows = [checkpoint_row(row, measured) for row, measured in zip(checkpoints, embedding_measures(prepared, W))]
+    return assemble_result(str(source), prepared, sample, rows, W)
+
+
+def check_settings(k: int, window: int, max_tokens: int, attention_windows: int,
+                   path_windows: int) -> tuple[int, int, int, int, int]:
+    """The settings of :func:`analyze_model` as ints, checked before any model is read: ``k`` >= 4,
+    ``window`` >= 2, ``max_tokens`` >= 2 ``window``, both window counts >= 1 and ``path_windows`` at
+    most ``attention_windows``; InputError naming the first that is not."""
     k = int_in_range(k, "k", 4)
     window = int_in_range(window, "window", 2)
     max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
@@ -214,82 +272,142 @@ def analyze_model(
     if path_windows > attention_windows:
         raise InputError(f"path_windows ({path_windows}) must not exceed attention_windows ({attention_windows}): "
                          "the path shares use the first windows of the attention-path sample")
-    stream = iter_checkpoints(source, models=paths)
-    first = next(stream)
-    tokenizer, V = first.tokenizer, first.W_E.shape[0]
+    return k, window, max_tokens, attention_windows, path_windows
+
+
+def prepare_corpus(tokenizer: TextTokenizer, vocab_size: int, corpus_text: str, k: int = 200, window: int = 128,
+                   max_tokens: int = 2_000_000, probe: bool = True) -> PreparedCorpus:
+    """Tokenise a corpus once for the SPEC §7 measurements of a run's checkpoints (:func:`analyze_model`).
+
+    Args:
+        tokenizer: the model's tokenizer.
+        vocab_size: V, the rows of the model's embedding matrix (may exceed the tokenizer's vocabulary).
+        corpus_text, k, window, max_tokens, probe: as :func:`analyze_model`.
+
+    Returns:
+        the :class:`PreparedCorpus`: windows, token set T, ``S^next`` and, with ``probe``, the prefix
+        labels, signatures and split. InputError if the corpus uses an id >= V or has fewer than 4
+        word-like tokens.
+    """
+    from ctxstair.lm.windows import make_windows
+    from ctxstair.signatures import next_token_signature, prefix_signature
+
+    k = int_in_range(k, "k", 4)
+    window = int_in_range(window, "window", 2)
+    max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
     ids = tokenizer.encode(corpus_text, max_tokens=max_tokens)
     # Embedding matrices may be padded beyond the tokenizer, and tokenizers may list special tokens
     # beyond the matrix; only the ids the corpus actually uses need a row.
-    if ids.size and ids.max() >= V:
-        raise InputError(f"the corpus uses token id {ids.max()}, but the embedding matrix has only {V} rows")
+    if ids.size and ids.max() >= vocab_size:
+        raise InputError(f"the corpus uses token id {ids.max()}, but the embedding matrix has only {vocab_size} rows")
     windows = make_windows(ids, window)
-    tokens = _word_like_tokens(windows, tokenizer, V, k)
-    phi_next = next_token_signature(windows, V, tokens=tokens)
-
-    sample = _path_sample(first, windows, attention_windows, path_windows) if paths else None
-    measure = None
-    if sample is not None and sample["skipped"] is None:
-        attention_sample = windows[sample["sample"], : sample["window"]]
-        path_sample = attention_sample[: sample["path_windows"]]
-
-        def measure(checkpoint: Checkpoint) -> dict:
-            return _path_measures(checkpoint, attention_sample, path_sample, tokens, V)
-
-    checkpoints, W = _token_embeddings(first, stream, tokens, measure)
-    rho = analysis.rho_next(W, phi_next)
-    probe_mse = shuffled_mse = [None] * len(W)
-    labels, heldout = None, np.zeros(0, dtype=np.int64)
+    tokens = _word_like_tokens(windows, tokenizer, vocab_size, k)
+    S_next = signature_cosine(next_token_signature(windows, vocab_size, tokens=tokens))
+    labels = phi1 = None
+    train_idx = heldout_idx = np.zeros(0, dtype=np.int64)
     if probe:
-        labels, heldout, probe_mse, shuffled_mse = _prefix_probe(windows, tokens, V, W)
-    for i, row in enumerate(checkpoints):
-        row.update(rho_next_pearson=float(rho["pearson"][i]), rho_next_spearman=float(rho["spearman"][i]),
-                   rho_next_defined=bool(rho["defined"][i]), probe_heldout_mse=probe_mse[i],
-                   shuffled_heldout_mse=shuffled_mse[i])
-        for key in ("attention_path_corr", "attention_path_null", "path_share"):
-            row.setdefault(key, None)
+        labels = analysis.prefix_labels(windows, tokens, vocab_size)
+        phi1 = prefix_signature(windows, tokens, labels, tokens)
+        train_idx, heldout_idx = analysis.token_split(tokens.size)
+    return PreparedCorpus(windows, int(vocab_size), k, tokens, [tokenizer.token_string(int(t)) for t in tokens], S_next,
+                          labels, phi1, train_idx, heldout_idx)
+
+
+def embedding_measures(prepared: PreparedCorpus, W: np.ndarray) -> list[dict]:
+    """ρ_next and the held-out prefix probe next to its shuffled baseline (SPEC §7) of embeddings ``W``.
+
+    Args:
+        prepared: the corpus (:func:`prepare_corpus`).
+        W: float64 (S, T, d) embedding rows of ``prepared.tokens``, one slice per checkpoint; the probe
+            fits every slice on its own, so a run may be measured all at once or one checkpoint at a time.
+
+    Returns:
+        one dict per checkpoint: ``rho_next_pearson``, ``rho_next_spearman``, ``rho_next_defined``,
+        ``probe_heldout_mse`` and ``shuffled_heldout_mse`` (None without the probe).
+    """
+    rho = analysis.rho_next_against(W, prepared.S_next)
+    probe_mse = shuffled_mse = [None] * len(W)
+    if prepared.phi1 is not None:
+        split = (prepared.train_idx, prepared.heldout_idx)
+        probe_mse = analysis.prefix_probe(prepared.phi1, W, *split)["heldout_mse"].tolist()
+        shuffled_mse = analysis.shuffled_baseline(prepared.phi1, W, *split)["heldout_mse"].tolist()
+    return [{"rho_next_pearson": float(rho["pearson"][i]), "rho_next_spearman": float(rho["spearman"][i]),
+             "rho_next_defined": bool(rho["defined"][i]), "probe_heldout_mse": probe_mse[i],
+             "shuffled_heldout_mse": shuffled_mse[i]} for i in range(len(W))]
+
+
+def checkpoint_row(row: dict, measured: dict) -> dict:
+    """A checkpoint's row of :func:`analyze_model`: ``row`` (``name``, ``step``, the path measures when
+    taken) with the :func:`embedding_measures` ``measured``, and None for the path measures not taken."""
+    row = {**row, **measured}
+    for key in PATH_KEYS:
+        row.setdefault(key, None)
+    return row
+
+
+def assemble_result(source: str, prepared: PreparedCorpus, sample: dict | None, rows: list[dict],
+                    W: np.ndarray) -> dict:
+    """The result dict of :func:`analyze_model` from its parts: the ``paths`` record ``sample``
+    (:func:`path_sample`), the checkpoints' ``rows`` (:func:`checkpoint_row`) and their embedding
+    rows ``W`` (S, T, d) of ``prepared.tokens``."""
+    windows = prepared.windows
     return {
-        "source": str(source),
-        "corpus": {"tokens": int(windows.size), "windows": int(windows.shape[0]), "window": window},
-        "k": k,
-        "tokens": tokens.tolist(),
-        "token_strings": [tokenizer.token_string(int(t)) for t in tokens],
-        "prefix_labels": None if labels is None else int(labels.size),
-        "heldout_tokens": heldout.tolist(),
+        "source": source,
+        "corpus": {"tokens": int(windows.size), "windows": int(windows.shape[0]), "window": int(windows.shape[1])},
+        "k": prepared.k,
+        "tokens": prepared.tokens.tolist(),
+        "token_strings": prepared.token_strings,
+        "prefix_labels": None if prepared.labels is None else int(prepared.labels.size),
+        "heldout_tokens": prepared.tokens[prepared.heldout_idx].tolist(),
         "paths": sample,
-        "checkpoints": checkpoints,
-        "similarity": {"next": signature_cosine(phi_next), "embedding": stacked_cosines(W)},
+        "checkpoints": rows,
+        "similarity": {"next": prepared.S_next, "embedding": stacked_cosines(W)},
     }
 
 
-def _path_sample(first: Checkpoint, windows: np.ndarray, attention_windows: int, path_windows: int) -> dict:
+def path_sample(windows: np.ndarray, positions: int | None, skipped: str | None, attention_windows: int,
+                path_windows: int) -> dict:
     """The ``paths`` record of :func:`analyze_model`: the fixed sample of windows for the attention-path
-    and path-share measures, or why they are skipped (the first checkpoint has no model)."""
-    record = {"skipped": first.no_model, "sample": [], "attention_windows": 0, "path_windows": 0, "window": 0,
+    and path-share measures (SPEC §6.4, §7), or why they are skipped.
+
+    Args:
+        windows: int (n, window) the corpus windows.
+        positions: the first checkpoint's ``max_seq_len`` (its model's positions), None when it has no model.
+        skipped: why it has no model (None: not known, or it has one).
+        attention_windows, path_windows: as :func:`analyze_model`.
+    """
+    record = {"skipped": skipped, "sample": [], "attention_windows": 0, "path_windows": 0, "window": 0,
               "seed": SAMPLE_SEED, "null_permutations": analysis.NULL_PERMUTATIONS}
-    if first.model is None:
+    if positions is None:
         record["skipped"] = record["skipped"] or f"{NEEDS_LLAMA}: no model was loaded"
         return record
     chosen = np.random.default_rng(SAMPLE_SEED).permutation(windows.shape[0])[:attention_windows]
     record.update(sample=chosen.tolist(), attention_windows=int(chosen.size),
-                  path_windows=int(min(path_windows, chosen.size)),
-                  window=int(min(windows.shape[1], first.model.cfg.max_seq_len)))
+                  path_windows=int(min(path_windows, chosen.size)), window=int(min(windows.shape[1], positions)))
     return record
 
 
-def _path_measures(checkpoint: Checkpoint, attention_sample: np.ndarray, path_sample: np.ndarray,
-                   tokens: np.ndarray, V: int) -> dict:
+def sampled_windows(windows: np.ndarray, record: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The windows a :func:`path_sample` record names: (attention-path sample (n, t), path-share sample,
+    its first rows)."""
+    attention_sample = windows[record["sample"], : record["window"]]
+    return attention_sample, attention_sample[: record["path_windows"]]
+
+
+def path_measures(model: DecoderLM | None, name: str, attention_sample: np.ndarray, shares_sample: np.ndarray,
+                  tokens: np.ndarray, V: int) -> dict:
     """``attention_path_corr``, ``attention_path_null`` (per layer) and ``path_share`` (per path) of one
-    checkpoint's model; None each when the checkpoint has none."""
-    model = checkpoint.model
+    checkpoint's model (SPEC §6.4, §7) on the windows of :func:`sampled_windows`; None each when the
+    checkpoint (named ``name``) has none. InputError when its model has fewer positions than the sample."""
     if model is None:
-        return {"attention_path_corr": None, "attention_path_null": None, "path_share": None}
+        return dict.fromkeys(PATH_KEYS)
     if attention_sample.shape[1] > model.cfg.max_seq_len:
-        raise InputError(f"checkpoint {checkpoint.name} has only {model.cfg.max_seq_len} positions, fewer than the "
+        raise InputError(f"checkpoint {name} has only {model.cfg.max_seq_len} positions, fewer than the "
                          f"{attention_sample.shape[1]} of the first checkpoint's sample: not one run")
     scores = analysis.attention_path_scores(model, attention_sample, tokens, V)
     return {"attention_path_corr": [corr for _, corr, _ in scores],
             "attention_path_null": [null for _, _, null in scores],
-            "path_share": analysis.path_shares(model, path_sample, tokens)}
+            "path_share": analysis.path_shares(model, shares_sample, tokens)}
 
 
 def _word_like_tokens(windows: np.ndarray, tokenizer: TextTokenizer, V: int, k: int) -> np.ndarray:
@@ -320,19 +438,6 @@ def _token_embeddings(first: Checkpoint, rest: Iterator[Checkpoint], tokens: np.
         checkpoints.append(row)
         W.append(checkpoint.W_E[tokens].astype(np.float64))
     return checkpoints, np.stack(W)
-
-
-def _prefix_probe(windows: np.ndarray, tokens: np.ndarray, V: int, W: np.ndarray) -> tuple:
-    """The held-out prefix probe of :func:`analyze_model` and its shuffled baseline on embeddings ``W``
-    (S, T, d): (prefix labels, held-out token ids, probe MSE per checkpoint, baseline MSE per checkpoint)."""
-    from ctxstair.signatures import prefix_signature
-
-    labels = analysis.prefix_labels(windows, tokens, V)
-    phi1 = prefix_signature(windows, tokens, labels, tokens)
-    train_idx, heldout_idx = analysis.token_split(tokens.size)
-    probe_mse = analysis.prefix_probe(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
-    shuffled_mse = analysis.shuffled_baseline(phi1, W, train_idx, heldout_idx)["heldout_mse"].tolist()
-    return labels, tokens[heldout_idx], probe_mse, shuffled_mse
 
 
 # --- sources ------------------------------------------------------------------------------------

@@ -1,0 +1,390 @@
+"""Tests for ctxstair.lm.hub and ``ctxstair analyze-model ORG/NAME --revisions`` (SPEC §7): released
+checkpoint series read revision by revision through huggingface_hub. Nothing is downloaded: every
+test runs offline (HF_HUB_OFFLINE=1) on a Hub cache written here — ``models--org--name/refs/<revision>``
+holding a commit hash, the files in ``snapshots/<hash>/`` — with tiny random GPT-NeoX and Llama models."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from huggingface_hub import constants
+from safetensors.torch import load_file, save_file
+from test_hf import save_llama
+
+from ctxstair.cli import main
+from ctxstair.errors import InputError
+from ctxstair.lm import hub
+from ctxstair.lm.corpus import synthetic_corpus
+from ctxstair.lm.hf import NEEDS_LLAMA, analyze_model
+from ctxstair.lm.hub import (
+    PICKLE,
+    SAFETENSORS,
+    analyze_series,
+    hub_id,
+    log_spaced,
+    parse_revisions,
+    prepare_series,
+    read_input_embedding,
+    revision_files,
+    series_settings,
+)
+from ctxstair.lm.tokenizer import TextTokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+REVISIONS = ["step0", "step1", "step4", "step16"]
+#: Settings small enough for the tiny models and the synthetic corpus of test_hf.
+SETTINGS = {"k": 20, "window": 16, "attention_windows": 4, "path_windows": 2}
+
+
+class FakeHub:
+    """A Hugging Face Hub cache in a folder, read offline."""
+
+    def __init__(self, cache: Path):
+        self.cache = cache
+
+    def snapshot(self, repo_id: str, revision: str) -> Path:
+        """The (new) snapshot folder of ``revision``, with its ref pointing at a commit of its own."""
+        repo = self.cache / f"models--{repo_id.replace('/', '--')}"
+        commit = hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
+        (repo / "refs").mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / revision).write_text(commit)  # huggingface_hub reads it without stripping
+        folder = repo / "snapshots" / commit
+        folder.mkdir(parents=True)
+        return folder
+
+
+@pytest.fixture(scope="module")
+def text() -> str:
+    """The synthetic corpus of tests/test_hf.py."""
+    return synthetic_corpus(n_sentences=400, seed=1)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(text) -> TextTokenizer:
+    """A byte-level BPE of 400 tokens trained on it, the tokenizer of every model here."""
+    return TextTokenizer.train_bpe(text, vocab_size=400)
+
+
+@pytest.fixture
+def fake_hub(tmp_path, monkeypatch) -> FakeHub:
+    cache = tmp_path / "hub-cache"
+    cache.mkdir()
+    # huggingface_hub reads these variables once, at import: its constants are set as well.
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return FakeHub(cache)
+
+
+def save_neox(folder: Path, tokenizer, seed: int) -> transformers.PreTrainedModel:
+    """A tiny random GPT-NeoX (Pythia's architecture) with ``tokenizer``, saved the Hugging Face way."""
+    config = transformers.GPTNeoXConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, intermediate_size=32,
+                                        num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.tokenizer).save_pretrained(folder)
+    return model
+
+
+SAVERS = {"neox": save_neox, "llama": lambda folder, tokenizer, seed: save_llama(folder, tokenizer, seed=seed)}
+
+
+def add_series(fake_hub: FakeHub, tokenizer, family: str, repo_id: str = "org/tiny",
+               revisions: list[str] = REVISIONS) -> dict[str, Path]:
+    """One revision per name, each with weights of its own; revision -> snapshot folder."""
+    folders = {}
+    for seed, revision in enumerate(revisions, 1):
+        folders[revision] = fake_hub.snapshot(repo_id, revision)
+        SAVERS[family](folders[revision], tokenizer, seed)
+    return folders
+
+
+def run_series(repo_id: str, revisions: list[str], corpus: str, **options) -> dict:
+    settings = series_settings(repo_id, revisions, corpus, "synthetic", **{**SETTINGS, **options})
+    return analyze_series(prepare_series(settings, corpus))
+
+
+# --- revisions ------------------------------------------------------------------------------------
+
+
+#: Pythia's 154 revisions: step0, ten log-spaced steps 1 ... 512, then every 1000 steps up to 143000.
+PYTHIA = (["step0", "step1", "step2", "step4", "step8", "step16", "step32", "step64", "step128", "step256", "step512"]
+          + [f"step{1000 * i}" for i in range(1, 144)])
+
+
+def test_log_spacing_of_pythias_154_revisions():
+    assert len(PYTHIA) == 154 and len(set(PYTHIA)) == 154
+    # Targets equally spaced in log(1 + step) from 0 to log(143001), each revision the nearest one in that
+    # measure (worked out by hand: e.g. target 4 is 1 + step = 23.7, 0.3310 from log 33 against 0.3323 from log 17).
+    assert log_spaced(PYTHIA, 16) == ["step0", "step1", "step4", "step8", "step32", "step64", "step128", "step256",
+                                      "step512", "step1000", "step3000", "step6000", "step13000", "step29000",
+                                      "step65000", "step143000"]
+    assert log_spaced(list(reversed(PYTHIA)), 16) == log_spaced(PYTHIA, 16)  # any order in, step order out
+    assert log_spaced(PYTHIA, 2) == ["step0", "step143000"]
+    assert log_spaced(PYTHIA, 154) == log_spaced(PYTHIA, 500) == PYTHIA
+    # Denser than the early steps: consecutive revisions there, always n distinct ones, first and last kept.
+    dense = log_spaced(PYTHIA, 40)
+    assert len(set(dense)) == 40 and dense[:11] == PYTHIA[:11] and dense[-1] == "step143000"
+    with pytest.raises(InputError, match="fewer than the first and the last"):
+        log_spaced(PYTHIA, 1)
+    with pytest.raises(InputError, match="needs step<N> revisions"):
+        log_spaced(["step0", "main"], 2)
+
+
+def test_revision_lists_are_put_in_step_order_and_checked():
+    assert parse_revisions("org/x", None) == ["main"]
+    assert parse_revisions("org/x", "step4, main,step0,step1000-tokens4B") == ["step0", "step4", "step1000-tokens4B",
+                                                                               "main"]
+    assert hub.revision_step("step20000-tokens84B") == 20000 and hub.revision_step("stepper") is None
+    for spec, message in (("step0,step0", "listed twice"), ("step0,,step1", "non-empty"), ("log:x", "log:N")):
+        with pytest.raises(InputError, match=message):
+            parse_revisions("org/x", spec)
+
+
+def test_a_hub_id_is_an_org_slash_name_that_is_no_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert hub_id("EleutherAI/pythia-160m") == "EleutherAI/pythia-160m"
+    (tmp_path / "runs" / "lm").mkdir(parents=True)
+    assert hub_id("runs/lm") is None  # an existing path wins
+    assert hub_id(str(tmp_path / "missing")) is None and hub_id("a/b/c") is None and hub_id("smollm2") is None
+
+
+def test_log_n_picks_from_the_refs_of_the_offline_cache(fake_hub, tokenizer):
+    add_series(fake_hub, tokenizer, "neox")
+    fake_hub.snapshot("org/tiny", "main")  # not a step: never chosen
+    # log(1 + step) = 0, 0.69, 1.61, 2.83: the middle target 1.42 is nearest step4.
+    assert parse_revisions("org/tiny", "log:3") == ["step0", "step4", "step16"]
+    assert parse_revisions("org/tiny", "log:10") == REVISIONS
+    with pytest.raises(InputError, match="no step<N> revisions in the local Hugging Face cache"):
+        parse_revisions("org/other", "log:4")
+
+
+# --- the measurements ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["neox", "llama"])
+def test_each_revision_measures_as_the_model_in_its_snapshot_folder(fake_hub, tokenizer, text, family):
+    folders = add_series(fake_hub, tokenizer, family)
+    result = run_series("org/tiny", ["step16", "step0", "step4", "step1"], text)
+    assert [row["name"] for row in result["checkpoints"]] == REVISIONS
+    assert [row["step"] for row in result["checkpoints"]] == [0, 1, 4, 16]
+    rows = result["checkpoints"]
+    assert len({row["rho_next_pearson"] for row in rows}) == 4  # each revision its own weights
+    for i, (revision, folder) in enumerate(folders.items()):
+        direct = analyze_model(folder, text, **SETTINGS)
+        (expected,) = direct["checkpoints"]
+        row = rows[i]
+        assert row["weights"] == SAFETENSORS and row["commit"] == folder.name
+        assert {key: row[key] for key in expected if key not in ("name", "step")} == \
+            {key: value for key, value in expected.items() if key not in ("name", "step")}
+        np.testing.assert_array_equal(result["similarity"]["embedding"][i], direct["similarity"]["embedding"][0])
+        # The embedding read alone is the one transformers loads with the whole model.
+        W_E, weights, where = read_input_embedding(revision_files("org/tiny", revision))
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder)
+        np.testing.assert_array_equal(W_E, model.get_input_embeddings().weight.detach().numpy())
+    for key in ("tokens", "heldout_tokens", "prefix_labels", "corpus", "paths"):
+        assert result[key] == direct[key], key
+    if family == "llama":
+        assert result["paths"]["skipped"] is None and all(len(row["attention_path_corr"]) == 2 for row in rows)
+    else:
+        assert result["paths"]["skipped"].startswith(NEEDS_LLAMA) and "gpt_neox" in result["paths"]["skipped"]
+        assert where == "gpt_neox.embed_in.weight in model.safetensors"
+
+
+def split_into_two_shards(folder: Path, embedding: str) -> None:
+    """``folder``'s model.safetensors as two shards and an index, the embedding alone in the first."""
+    state = load_file(folder / "model.safetensors")
+    first, second = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    save_file({embedding: state.pop(embedding)}, folder / first)
+    save_file(state, folder / second)
+    index = {"metadata": {}, "weight_map": {embedding: first, **dict.fromkeys(state, second)}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    (folder / "model.safetensors").unlink()
+
+
+@pytest.mark.parametrize("family, embedding", [("neox", "gpt_neox.embed_in.weight"),
+                                               ("llama", "model.embed_tokens.weight")])
+def test_the_embedding_measures_read_only_the_shard_that_holds_the_embedding(fake_hub, tokenizer, text, family,
+                                                                           embedding):
+    folders = add_series(fake_hub, tokenizer, family, revisions=["step0", "step1"])
+    expected = run_series("org/tiny", ["step0", "step1"], text, paths=False)
+    for folder in folders.values():
+        split_into_two_shards(folder, embedding)
+        (folder / "model-00002-of-00002.safetensors").unlink()  # never fetched: not in the cache
+    assert sorted(p.name for p in folders["step1"].iterdir()) == [
+        "config.json", "generation_config.json", "model-00001-of-00002.safetensors", "model.safetensors.index.json",
+        "tokenizer.json", "tokenizer_config.json"]
+    result = run_series("org/tiny", ["step0", "step1"], text, paths=False)
+    assert result["checkpoints"] == expected["checkpoints"]
+    if family == "llama":  # the path measures need the whole network, and only they fetch the other shard
+        with pytest.raises(InputError, match="model-00002-of-00002.safetensors of org/tiny at .* is not in the local"):
+            run_series("org/tiny", ["step0", "step1"], text)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads the peak memory from /proc (Linux)")
+def test_reading_the_embedding_of_a_large_file_takes_little_memory(fake_hub, tokenizer, tmp_path):
+    # A 2-layer Llama whose MLPs make a ~300 MB file around a 200 kB embedding (vocabulary 400, d = 128).
+    config = transformers.LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=128, intermediate_size=100_000,
+                                      num_hidden_layers=2, num_attention_heads=2, tie_word_embeddings=False)
+    folder = fake_hub.snapshot("org/big", "step0")
+    config.save_pretrained(folder)
+    with torch.device("meta"):
+        shapes = {name: p.shape for name, p in transformers.AutoModelForCausalLM.from_config(config).named_parameters()}
+    save_file({name: torch.zeros(shape) for name, shape in shapes.items()}, folder / "model.safetensors")
+    size = (folder / "model.safetensors").stat().st_size
+    assert size > 300e6
+    # The peak resident memory of the process, VmHWM: getrusage's ru_maxrss would start from this (large)
+    # pytest process's, since Linux carries it across fork and exec.
+    script = """
+import json, re, sys
+from pathlib import Path
+from safetensors.torch import load_file
+from ctxstair.lm.hub import _embedding_parameter, read_input_embedding, revision_files
+
+def peak():
+    return int(re.search(r"VmHWM:\\s*(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
+
+files = revision_files("org/big", "step0")
+_embedding_parameter(files.config)  # imports the model's code before the measurement starts
+before = peak()
+W_E, _, _ = read_input_embedding(files)
+embedding = peak()
+state = {name: tensor.clone() for name, tensor in load_file(sys.argv[1]).items()}  # in memory, as a model
+print(json.dumps({"before": before, "embedding": embedding, "whole": peak(), "W_E": W_E.nbytes}))
+"""
+    env = {**os.environ, "HF_HUB_CACHE": str(fake_hub.cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", script, str(folder / "model.safetensors")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    peaks = json.loads(done.stdout.splitlines()[-1])
+    assert peaks["W_E"] == tokenizer.vocab_size * 128 * 4
+    # Reading the embedding raises the peak by a small fraction of the file; loading the file, by about all of it.
+    assert peaks["embedding"] - peaks["before"] < 0.1 * size, (peaks, size)
+    assert peaks["whole"] - peaks["embedding"] > 0.8 * size, (peaks, size)
+
+
+def test_a_revision_with_only_pickled_weights_is_read_with_the_restricted_loader(fake_hub, tokenizer, text, capsys):
+    add_series(fake_hub, tokenizer, "neox", revisions=["step0"])
+    pickled = fake_hub.snapshot("org/tiny", "step1")
+    model = save_neox(pickled, tokenizer, seed=1)  # the weights of step0, pickled
+    (pickled / "model.safetensors").unlink()
+    torch.save(model.state_dict(), pickled / "pytorch_model.bin")
+    W_E, weights, where = read_input_embedding(revision_files("org/tiny", "step1"))
+    assert weights == PICKLE == "pickle (torch.load weights_only=True)"
+    assert where == "gpt_neox.embed_in.weight in pytorch_model.bin"
+    np.testing.assert_array_equal(W_E, model.get_input_embeddings().weight.detach().numpy())
+    result = run_series("org/tiny", ["step0", "step1"], text)
+    safe, pickle = result["checkpoints"]
+    assert (safe["weights"], pickle["weights"]) == (SAFETENSORS, PICKLE)
+    assert pickle["rho_next_pearson"] == safe["rho_next_pearson"]
+    assert pickle["probe_heldout_mse"] == safe["probe_heldout_mse"]
+    assert main(["analyze-model", "org/tiny", "--revisions", "step0,step1", "--corpus", "synthetic", "--k", "20"]) == 0
+    out = capsys.readouterr().out
+    assert ("step1 (" in out and "gpt_neox.embed_in.weight in pytorch_model.bin (pickle (torch.load "
+            "weights_only=True)) — no safetensors in this revision: restricted loader" in out)
+
+
+# --- the command line, resuming ---------------------------------------------------------------------------
+
+
+def cli(*args: str) -> int:
+    return main(["analyze-model", *args])
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_cli_bad_series_requests_exit_2_with_one_line(fake_hub, tokenizer, tmp_path, capsys):
+    add_series(fake_hub, tokenizer, "neox", revisions=["step0"])
+    capsys.readouterr()  # transformers' progress bars
+    corpus = ["--corpus", "synthetic", "--k", "20"]
+    assert cli("org/tiny", "--revisions", "step0,step3", *corpus, "--out", str(tmp_path / "o")) == 2
+    err = one_line_error(capsys)
+    assert "config.json of org/tiny at step3 is not in the local Hugging Face cache" in err and "HF_HUB_OFFLINE" in err
+    # What was finished before it stays, for --resume.
+    assert sorted(p.name for p in (tmp_path / "o").rglob("*.json")) == ["series.json", "step0.json"]
+    (tmp_path / "model").mkdir()
+    assert cli(str(tmp_path / "model"), "--revisions", "step0", *corpus) == 2
+    assert "--revisions and --resume are for a Hugging Face Hub model id" in one_line_error(capsys)
+    assert cli("org/tiny", "--revisions", "step0", "--resume", *corpus) == 2
+    assert "--resume needs --out" in one_line_error(capsys)
+    assert cli("org/tiny", "--revisions", "log:1", *corpus) == 2
+    assert "log:N with N >= 2" in one_line_error(capsys)
+
+
+def test_cli_series_writes_each_revision_and_the_analysis(fake_hub, tokenizer, tmp_path, capsys):
+    add_series(fake_hub, tokenizer, "llama")
+    out = tmp_path / "series"
+    assert cli("org/tiny", "--revisions", "log:3", "--corpus", "synthetic", "--k", "20", "--window", "16",
+               "--windows", "4", "--path-windows", "2", "--out", str(out)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "3 revisions: step0, step4, step16; the tokenizer of step0 serves all of them" in lines
+    assert "attention paths on 4 windows and path shares on 2 of them, 16 tokens each (sample seed 0); null: " \
+           "largest |r| of 100 token permutations" in lines
+    assert [line.split()[:2] for line in lines if "ρ_next pearson" in line] == [["step", "0"], ["step", "4"],
+                                                                                ["step", "16"]]
+    assert sum("attention-path corr by layer" in line for line in lines) == 3
+    assert lines[-1] == f"wrote {out / 'analysis.json'} and {out / 'analysis.png'}"
+    summary = json.loads((out / "analysis.json").read_text())
+    assert summary["source"] == "org/tiny" and summary["corpus"]["name"] == "synthetic"
+    assert [(row["name"], row["step"]) for row in summary["checkpoints"]] == [("step0", 0), ("step4", 4),
+                                                                               ("step16", 16)]
+    assert sorted(p.name for p in (out / "revisions").iterdir()) == [
+        "step0.json", "step0.npz", "step16.json", "step16.npz", "step4.json", "step4.npz"]
+    assert json.loads((out / "series.json").read_text())["revisions"] == ["step0", "step4", "step16"]
+    assert (out / "analysis.png").stat().st_size > 0
+    # Without --out a series still runs: lines, no files.
+    assert cli("org/tiny", "--revisions", "step1", "--corpus", "synthetic", "--k", "20", "--no-paths") == 0
+    assert "ρ_next pearson" in capsys.readouterr().out
+
+
+def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_same_bytes(fake_hub, tokenizer, tmp_path,
+                                                                                       capsys, monkeypatch):
+    add_series(fake_hub, tokenizer, "neox")
+    capsys.readouterr()  # transformers' progress bars
+    args = ["org/tiny", "--revisions", ",".join(REVISIONS), "--corpus", "synthetic", "--k", "20", "--window", "16"]
+    assert cli(*args, "--out", str(tmp_path / "whole")) == 0
+    read = hub.read_input_embedding
+    measured, failing = [], {"step4"}
+
+    def interrupted(files):  # step4 fails once, as a run killed after two revisions
+        measured.append(files.revision)
+        if files.revision in failing:
+            failing.remove(files.revision)
+            raise InputError("the connection dropped")
+        return read(files)
+
+    monkeypatch.setattr(hub, "read_input_embedding", interrupted)
+    out = tmp_path / "resumed"
+    assert cli(*args, "--out", str(out)) == 2
+    assert "the connection dropped" in one_line_error(capsys)
+    assert sorted(p.name for p in (out / "revisions").glob("*.json")) == ["step0.json", "step1.json"]
+    assert not (out / "analysis.json").exists()
+    assert cli(*args, "--out", str(out)) == 2  # without --resume the folder is kept and refused
+    assert "pass --resume to continue its series" in one_line_error(capsys)
+    assert cli(*args, "--k", "21", "--out", str(out), "--resume") == 2  # other settings: refused
+    assert "holds a series with k = 20, not 21" in one_line_error(capsys)
+    measured.clear()
+    assert cli(*args, "--out", str(out), "--resume") == 0
+    assert measured == ["step4", "step16"]  # the finished revisions are read back, not measured
+    lines = capsys.readouterr().out.splitlines()
+    assert "step0  skipped (done)" in lines and "step1  skipped (done)" in lines
+    assert (out / "analysis.json").read_bytes() == (tmp_path / "whole" / "analysis.json").read_bytes()
+    measured.clear()
+    assert cli(*args, "--out", str(out), "--resume") == 0  # all done: only the analysis is assembled again
+    assert measured == []
+    assert (out / "analysis.json").read_bytes() == (tmp_path / "whole" / "analysis.json").read_bytes()
