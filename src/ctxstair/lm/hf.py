@@ -477,8 +477,8 @@ def _run_snapshots(run: Path, models: bool) -> Iterator[Checkpoint]:
             W_E = snapshot.get_tensor("W_E")
             if config is not None:
                 state = {name: snapshot.get_tensor(name) for name in names}
-                model, why = _built(lambda: _run_decoder(config, state, file))  # noqa: B023 -- called at once
-        yield Checkpoint(file.stem, step, _numpy(W_E), tokenizer, model, why)
+                model, why = built_model(lambda: _run_decoder(config, state, file))  # noqa: B023 -- called at once
+        yield Checkpoint(file.stem, step, weight_array(W_E), tokenizer, model, why)
 
 
 def _run_config(run: Path) -> tuple[object | None, str | None]:
@@ -489,7 +489,7 @@ def _run_config(run: Path) -> tuple[object | None, str | None]:
     try:
         return load_yaml((run / "config.yaml").read_text(encoding="utf-8"), LMConfig), None
     except (OSError, UnicodeDecodeError, InputError) as error:
-        return None, f"cannot rebuild the run's DecoderLM from {run / 'config.yaml'}: {_first_line(error)}"
+        return None, f"cannot rebuild the run's DecoderLM from {run / 'config.yaml'}: {first_line(error)}"
 
 
 def _run_decoder(config, state: dict, file: Path) -> DecoderLM:
@@ -512,7 +512,7 @@ def _run_decoder(config, state: dict, file: Path) -> DecoderLM:
     return model.eval()
 
 
-def _built(build: Callable[[], DecoderLM]) -> tuple[DecoderLM | None, str | None]:
+def built_model(build: Callable[[], DecoderLM]) -> tuple[DecoderLM | None, str | None]:
     """``(build(), None)``, or ``(None, why)`` when it raises InputError."""
     try:
         return build(), None
@@ -529,18 +529,18 @@ def _hf_model(folder: Path, models: bool) -> tuple[np.ndarray, DecoderLM | None,
     from ctxstair.models.decoder_hf import from_hf_weights
 
     _check_safe_weights(folder)
-    with _quiet_transformers():
+    with quiet_transformers():
         try:
             # use_safetensors=True: never fall back to pytorch_model.bin (a pickle), whatever the
             # transformers version; trust_remote_code=False: refuse (rather than prompt for) custom code.
             model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, use_safetensors=True,
                                                          trust_remote_code=False)
         except (OSError, ValueError, KeyError) as error:
-            raise InputError(f"cannot load the model in {folder}: {_first_line(error)}") from None
-    W_E = _numpy(model.get_input_embeddings().weight)
+            raise InputError(f"cannot load the model in {folder}: {first_line(error)}") from None
+    W_E = weight_array(model.get_input_embeddings().weight)
     if not models:
         return W_E, None, None
-    decoder, why = _built(lambda: from_hf_weights(
+    decoder, why = built_model(lambda: from_hf_weights(
         model.config, {name: tensor.detach().to(torch.float32) for name, tensor in model.state_dict().items()}))
     return W_E, decoder, None if why is None else f"{NEEDS_LLAMA}: {why}"
 
@@ -554,7 +554,7 @@ def _check_safe_weights(folder: Path) -> None:
     Other pickles in the folder (a Trainer checkpoint's ``optimizer.pt``, ``training_args.bin``)
     are never read, so they do not matter.
     """
-    config = _read_json(folder / "config.json")
+    config = read_json_file(folder / "config.json")
     named = config.get("transformers_weights") if isinstance(config, dict) else None
     if named is not None and not str(named).endswith((".safetensors", ".safetensors.index.json")):
         raise InputError(f"{folder / 'config.json'} names the weights file {named!r}, which is not safetensors; "
@@ -562,7 +562,7 @@ def _check_safe_weights(folder: Path) -> None:
     weights = folder / (str(named) if named is not None else next(
         (name for name in _SAFE_WEIGHTS if (folder / name).is_file()), _SAFE_WEIGHTS[0]))
     if weights.name.endswith(".index.json") and weights.is_file():
-        index = _read_json(weights)
+        index = read_json_file(weights)
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         shards = sorted({str(shard) for shard in weight_map.values()}) if isinstance(weight_map, dict) else []
         unsafe = [shard for shard in shards if not shard.endswith(".safetensors")]
@@ -577,12 +577,12 @@ def _check_safe_weights(folder: Path) -> None:
         raise InputError(f"{folder} has no {weights.name}: ctxstair reads Hugging Face weights from safetensors only")
 
 
-def _read_json(file: Path):
+def read_json_file(file: Path) -> object:
     """The parsed JSON of ``file``; InputError naming it if unreadable."""
     try:
         return json.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise InputError(f"cannot read {file}: {_first_line(error)}") from None
+        raise InputError(f"cannot read {file}: {first_line(error)}") from None
 
 
 def _hf_tokenizer(folder: Path, fallback: Path) -> TextTokenizer:
@@ -597,7 +597,7 @@ def _gguf_embeddings(file: Path) -> np.ndarray:
     try:
         reader = gguf.GGUFReader(file)
     except (OSError, ValueError) as error:
-        raise InputError(f"cannot read GGUF file {file}: {_first_line(error)}") from None
+        raise InputError(f"cannot read GGUF file {file}: {first_line(error)}") from None
     tensor = next((t for t in reader.tensors if t.name == _GGUF_EMBEDDING), None)
     if tensor is None:
         raise InputError(f"GGUF file {file} has no {_GGUF_EMBEDDING} tensor")
@@ -619,8 +619,8 @@ def _gguf_model(file: Path) -> tuple[DecoderLM | None, str | None]:
 
     from ctxstair.models.decoder_hf import from_hf_weights
 
-    # Its progress bar is a plain tqdm on stderr, not the transformers one _quiet_transformers turns off.
-    with _quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
+    # Its progress bar is a plain tqdm on stderr, not the transformers one quiet_transformers turns off.
+    with quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
         try:
             config = load_gguf_checkpoint(str(file))["config"]
             if config.get("model_type") != "llama":
@@ -629,8 +629,9 @@ def _gguf_model(file: Path) -> tuple[DecoderLM | None, str | None]:
                 names = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
             tensors = load_gguf_checkpoint(str(file), return_tensors=True, model_to_load=names)["tensors"]
         except (OSError, ValueError, KeyError, TypeError, NotImplementedError) as error:
-            return None, f"{NEEDS_LLAMA}, and the model in {file.name} cannot be read: {_first_line(error)}"
-    model, why = _built(lambda: from_hf_weights(config, {name: t.to(torch.float32) for name, t in tensors.items()}))
+            return None, f"{NEEDS_LLAMA}, and the model in {file.name} cannot be read: {first_line(error)}"
+    model, why = built_model(lambda: from_hf_weights(config, {name: t.to(torch.float32)
+                                                               for name, t in tensors.items()}))
     return model, None if why is None else f"{NEEDS_LLAMA}: {why}"
 
 
@@ -638,16 +639,16 @@ def _gguf_tokenizer(file: Path) -> TextTokenizer:
     """The tokenizer stored in a GGUF file's metadata, rebuilt by ``transformers``."""
     from transformers import AutoTokenizer
 
-    with _quiet_transformers():
+    with quiet_transformers():
         try:
             # trust_remote_code=False: a tokenizer_config.json next to the file may name custom code.
             tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False)
         except (OSError, ValueError, KeyError) as error:
-            raise InputError(f"cannot read the tokenizer of {file}: {_first_line(error)}") from None
+            raise InputError(f"cannot read the tokenizer of {file}: {first_line(error)}") from None
     return TextTokenizer.from_transformers(tokenizer)
 
 
-def _numpy(weight) -> np.ndarray:
+def weight_array(weight) -> np.ndarray:
     """A torch weight as numpy: float32 and float64 as they are, other floats (bf16) as float32."""
     import torch
 
@@ -656,7 +657,7 @@ def _numpy(weight) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
+def quiet_transformers() -> Iterator[None]:
     """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
     from transformers.utils import logging as hf_logging
 
@@ -671,5 +672,6 @@ def _quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type name when the message is empty), for one-line errors."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]

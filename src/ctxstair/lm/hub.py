@@ -49,19 +49,19 @@ from ctxstair.lm.hf import (
     NEEDS_LLAMA,
     PATH_WINDOWS,
     PreparedCorpus,
-    _built,
-    _first_line,
-    _numpy,
-    _quiet_transformers,
-    _read_json,
     assemble_result,
+    built_model,
     check_settings,
     checkpoint_row,
     embedding_measures,
+    first_line,
     path_measures,
     path_sample,
     prepare_corpus,
+    quiet_transformers,
+    read_json_file,
     sampled_windows,
+    weight_array,
 )
 from ctxstair.lm.tokenizer import TextTokenizer
 
@@ -181,9 +181,9 @@ def series_revisions(repo_id: str) -> list[str]:
             names = [branch.name for branch in list_repo_refs(repo_id).branches]
         except RepositoryNotFoundError as error:
             raise InputError(f"{repo_id} is not a model on the Hugging Face Hub that can be read: "
-                             f"{_first_line(error)}") from None
+                             f"{first_line(error)}") from None
         except _connection_errors() as error:
-            raise InputError(f"cannot list the revisions of {repo_id} on the Hugging Face Hub ({_first_line(error)}); "
+            raise InputError(f"cannot list the revisions of {repo_id} on the Hugging Face Hub ({first_line(error)}); "
                              "set HF_HUB_OFFLINE=1 to use the revisions in the local cache") from None
         where = "its branches on the Hugging Face Hub"
     steps = [name for name in names if revision_step(name) is not None]
@@ -228,11 +228,11 @@ def revision_files(repo_id: str, revision: str) -> RevisionFiles:
     config_file = fetch(repo_id, revision, "config.json")
     folder = config_file.parent
     commit = folder.name if folder.parent.name == "snapshots" else revision
-    with _quiet_transformers():
+    with quiet_transformers():
         try:
             config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         except (OSError, ValueError, KeyError) as error:
-            raise InputError(f"cannot read the config of {repo_id} at {revision}: {_first_line(error)}") from None
+            raise InputError(f"cannot read the config of {repo_id} at {revision}: {first_line(error)}") from None
     return RevisionFiles(repo_id, revision, commit, folder, config)
 
 
@@ -254,7 +254,7 @@ def fetch(repo_id: str, revision: str, filename: str, optional: bool = False) ->
         return Path(hf_hub_download(repo_id, filename, revision=revision))
     except RepositoryNotFoundError as error:
         raise InputError(f"{repo_id} is not a model on the Hugging Face Hub that can be read (nor an existing path): "
-                         f"{_first_line(error)}") from None
+                         f"{first_line(error)}") from None
     except RevisionNotFoundError:
         raise InputError(f"{repo_id} has no revision {revision!r} on the Hugging Face Hub") from None
     except LocalEntryNotFoundError as error:
@@ -263,13 +263,13 @@ def fetch(repo_id: str, revision: str, filename: str, optional: bool = False) ->
                 return None
             raise InputError(f"{where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and "
                              "HF_HUB_OFFLINE=1 forbids downloading it") from None
-        raise InputError(f"cannot fetch {where}: {_first_line(error)}") from None
+        raise InputError(f"cannot fetch {where}: {first_line(error)}") from None
     except EntryNotFoundError:
         if optional:
             return None
         raise InputError(f"{repo_id} at {revision} has no {filename}") from None
     except _connection_errors() as error:
-        raise InputError(f"cannot fetch {where}: {_first_line(error)}") from None
+        raise InputError(f"cannot fetch {where}: {first_line(error)}") from None
 
 
 def read_input_embedding(files: RevisionFiles) -> tuple[np.ndarray, str, str]:
@@ -298,7 +298,7 @@ def read_input_embedding(files: RevisionFiles) -> tuple[np.ndarray, str, str]:
     if tuple(tensor.shape) != shape:
         raise InputError(f"{stored} of {files.repo_id} at {files.revision} has shape {tuple(tensor.shape)}, "
                          f"not the {shape} of its config")
-    return _numpy(tensor), weights, f"{stored} in {layout.name}"
+    return weight_array(tensor), weights, f"{stored} in {layout.name}"
 
 
 def read_state(files: RevisionFiles) -> dict:
@@ -329,7 +329,7 @@ def _weight_layout(files: RevisionFiles) -> tuple[str, dict[str, str] | Path]:
     for index_name, single_name, weights in _WEIGHT_FILES:
         index_file = fetch(files.repo_id, files.commit, index_name, optional=True)
         if index_file is not None:
-            index = _read_json(index_file)
+            index = read_json_file(index_file)
             weight_map = index.get("weight_map") if isinstance(index, dict) else None
             if not isinstance(weight_map, dict) or not weight_map:
                 raise InputError(f"{index_name} of {files.repo_id} at {files.revision} has no weight_map")
@@ -360,12 +360,12 @@ def _embedding_parameter(config) -> tuple[str, str, tuple[int, ...]]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    with _quiet_transformers(), torch.device("meta"):
+    with quiet_transformers(), torch.device("meta"):
         try:
             model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
         except (ValueError, KeyError, ImportError, TypeError) as error:
             raise InputError(f"cannot build a causal LM from the config {type(config).__name__}: "
-                             f"{_first_line(error)}") from None
+                             f"{first_line(error)}") from None
     weight = model.get_input_embeddings().weight
     name = next(name for name, parameter in model.named_parameters() if parameter is weight)
     return name, model.base_model_prefix, tuple(weight.shape)
@@ -382,7 +382,7 @@ def _unpickle(file: Path) -> dict:
         state = torch.load(file, weights_only=True, map_location="cpu", mmap=True)
     except (RuntimeError, pickle.UnpicklingError, OSError, EOFError, ValueError) as error:
         raise InputError(f"cannot read the pickled weights {file.name} with torch.load(weights_only=True): "
-                         f"{_first_line(error)}") from None
+                         f"{first_line(error)}") from None
     if not isinstance(state, dict):
         raise InputError(f"{file.name} holds a {type(state).__name__}, not a state dict")
     return state
@@ -519,7 +519,7 @@ def _measure_revision(plan: SeriesPlan, revision: str,
     row = {"name": revision, "step": revision_step(revision)}
     if plan.sample is not None and plan.sample["skipped"] is None:
         state = read_state(files)
-        model, _ = _built(lambda: from_hf_weights(files.config, state))
+        model, _ = built_model(lambda: from_hf_weights(files.config, state))
         row.update(path_measures(model, revision, *sampled_windows(plan.prepared.windows, plan.sample), tokens, V))
     rows_T = W_E[tokens].astype(np.float64)
     (measured,) = embedding_measures(plan.prepared, rows_T[None])
@@ -545,7 +545,7 @@ def _series_folder(out: Path, settings: dict, resume: bool, force: bool, create:
     if out.exists():
         if not file.is_file():
             raise InputError(f"{out} holds no series.json: not a Hub series to resume")
-        stored = _read_json(file)
+        stored = read_json_file(file)
         stored = stored if isinstance(stored, dict) else {}
         differing = next((key for key in settings if stored.get(key) != settings[key]), None)
         if differing is not None:
@@ -574,7 +574,7 @@ def _finished(folder: Path, revision: str, n_tokens: int) -> tuple[dict, np.ndar
     row_file, rows_file = _revision_file(folder, revision, ".json"), _revision_file(folder, revision, ".npz")
     if not (row_file.is_file() and rows_file.is_file()):
         return None
-    row = _read_json(row_file)
+    row = read_json_file(row_file)
     with np.load(rows_file, allow_pickle=False) as stored:
         rows_T = stored["embedding_rows"]
     if not isinstance(row, dict) or row.get("name") != revision or rows_T.shape[0] != n_tokens:
