@@ -44,6 +44,7 @@ def test_paper_size_recipe_has_n50_and_l_up_to_3():
     assert list(runs) == [f"L{L}-K{K}" for L in (2, 3) for K in range(1, 7)]
     assert {cfg.task.params["N"] for cfg in runs.values()} == {50}
     assert runs["L2-K4"].train.epochs == 1000 and runs["L3-K4"].train.epochs == ao.PAPER_N_L3_EPOCHS
+    assert runs["L3-K6"].train.epochs == 1000
     assert runs["L3-K2"].model.power == 2 and runs["L3-K2"].recipe == "activation-order-n50"
 
 
