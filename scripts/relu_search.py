@@ -16,7 +16,8 @@ the recipes' own key numbers:
     python scripts/relu_search.py summarise runs/relu-search      # the summary of what exists
 
 writes ``relu_search_mod.csv``, ``relu_search_onset.csv`` and ``relu_search.png`` into the
-directory (the measured ones are kept in docs/examples/relu-search/; docs/recipes.md discusses them). d_in = V for the embeddings is the γ-init std V^-γ, i.e. ``model.init.embedding`` =
+directory (the measured ones are kept in docs/examples/relu-search/; docs/recipes.md discusses
+them). d_in = V for the embeddings is the γ-init std V^-γ, i.e. ``model.init.embedding`` =
 γ ln V / ln d (V = 41 for ``mod`` at N = 40, V = 21 for ``modsum`` at N = 20; d = 128).
 """
 
