@@ -15,7 +15,14 @@ import pytest
 import torch
 
 from ctxstair import tasks
-from ctxstair.alignment import compare, cosine_matrix, permuted_pearson, probe_alignment
+from ctxstair.alignment import (
+    compare,
+    cosine_matrix,
+    partial_correlation,
+    permuted_partial_correlation,
+    permuted_pearson,
+    probe_alignment,
+)
 from ctxstair.alignment.probe import cosine_backward, row_cosines
 from ctxstair.analysis import analyse
 from ctxstair.config import RunConfig, apply_overrides
@@ -96,6 +103,13 @@ def test_permuted_pearson_equals_pearson_of_the_permuted_matrices(rng):
     assert np.all(np.isnan(permuted_pearson(np.ones((9, 9)), B, perms)))
     with pytest.raises(InputError, match="permutations"):
         permuted_pearson(A, B, perms[:, ::-1] % 8)
+
+
+def test_permuted_partial_correlation_equals_partial_correlation_of_the_permuted_matrices(rng):
+    A, B, C = (cosine_matrix(rng.normal(size=(9, 4))) for _ in range(3))
+    perms = np.stack([rng.permutation(9) for _ in range(20)])
+    expected = [partial_correlation(A[np.ix_(p, p)], B, C) for p in perms]
+    np.testing.assert_allclose(permuted_partial_correlation(A, B, C, perms), expected, atol=1e-12)
 
 
 def test_stacked_embedding_gradient_equals_one_model_at_a_time(rng):

@@ -156,10 +156,35 @@ def partial_correlation(S_emb: object, S_1: object, S_0: object, *, rtol: float 
     r_e1 = np.asarray(compare(S_emb, S_1, rtol=rtol)["pearson"])
     r_e0 = np.asarray(compare(S_emb, S_0, rtol=rtol)["pearson"])
     r_10 = np.asarray(compare(S_1, S_0, rtol=rtol)["pearson"])
+    return _scalar_if_0d(_partial_from(r_e1, r_e0, r_10))
+
+
+def permuted_partial_correlation(S_emb: object, S_1: object, S_0: object, permutations: object, *,
+                                 rtol: float = CONSTANT_RTOL) -> np.ndarray:
+    """:func:`partial_correlation` of ``S_emb[π][:, π]`` with ``S_1`` controlling for ``S_0`` for each
+    permutation π: a permutation null for the partialled alignment (SPEC §3). ``S_1`` and ``S_0`` stay
+    in place, so their correlation is computed once.
+
+    Args:
+        S_emb, S_1, S_0: (n, n) symmetric matrices.
+        permutations: int (P, n), as :func:`permuted_pearson`.
+        rtol: constant-triangle tolerance as in :func:`compare`.
+
+    Returns:
+        (P,) float64, NaN where :func:`partial_correlation` would be.
+    """
+    r_e1 = permuted_pearson(S_emb, S_1, permutations, rtol=rtol)
+    r_e0 = permuted_pearson(S_emb, S_0, permutations, rtol=rtol)
+    return _partial_from(r_e1, r_e0, np.asarray(compare(S_1, S_0, rtol=rtol)["pearson"]))
+
+
+def _partial_from(r_e1: np.ndarray, r_e0: np.ndarray, r_10: np.ndarray) -> np.ndarray:
+    """``(r_e1 − r_e0 r_10) / sqrt((1 − r_e0²)(1 − r_10²))``, clipped to [−1, 1]; NaN where the
+    denominator vanishes (nothing is left after controlling for the third matrix)."""
     denom = np.sqrt((1 - r_e0**2) * (1 - r_10**2))
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(denom > 1e-12, (r_e1 - r_e0 * r_10) / denom, np.nan)
-    return _scalar_if_0d(np.clip(out, -1.0, 1.0))
+    return np.clip(out, -1.0, 1.0)
 
 
 def _flat_cosine(M: object, name: str) -> np.ndarray:

@@ -42,7 +42,7 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, fourier_signatures, partial_correlation, signature_cosine
-from ctxstair.alignment.similarity import permuted_pearson
+from ctxstair.alignment.similarity import permuted_partial_correlation, permuted_pearson
 from ctxstair.config import (
     AnalysisConfig,
     InitConfig,
@@ -397,12 +397,9 @@ def _partial(S_emb: object, S_1: object, S0: np.ndarray) -> np.ndarray:
 
 def _permuted_partial(S_emb: np.ndarray, S_1: np.ndarray, S0: np.ndarray, permutations: np.ndarray) -> np.ndarray:
     """:func:`_partial` of ``S_emb[π][:, π]`` with ``S_1`` controlling for ``S0``, for each permutation π (P,)."""
-    r_e1 = permuted_pearson(S_emb, S_1, permutations)
     if not compare(S0, S0)["defined"]:
-        return r_e1
-    r_e0, r_10 = permuted_pearson(S_emb, S0, permutations), float(compare(S_1, S0)["pearson"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.clip((r_e1 - r_e0 * r_10) / np.sqrt((1 - r_e0**2) * (1 - r_10**2)), -1.0, 1.0)
+        return permuted_pearson(S_emb, S_1, permutations)
+    return permuted_partial_correlation(S_emb, S_1, S0, permutations)
 
 
 def _spectra_seeds(run: Path, last: int, sigs, S: list[np.ndarray], S0: np.ndarray) -> list[dict]:
