@@ -2,8 +2,9 @@
 
 A restructuring of the code must not change a single number. This script runs every recipe
 (shortened where it takes minutes, the same settings every time) and ``lm train`` on the synthetic
-corpus through the ``ctxstair`` command, and keeps what a run measures: every CSV, every
-``metrics.jsonl`` and ``summary.json`` without its timings. ``record`` writes them with their
+corpus through the ``ctxstair`` command, and ``analyze-model`` on an LM run's snapshots, and keeps
+what a run measures: every CSV, every ``metrics.jsonl``, ``summary.json`` and ``analysis.json``
+without their timings. ``record`` writes them with their
 SHA-256 into a directory; ``compare`` reruns (or reads a second record) and lists every file
 whose bytes differ::
 
@@ -61,6 +62,18 @@ JOBS: dict[str, list[str]] = {
                  "--set", "snapshots.every=50", "--set", "analysis.probe_steps=60"],
 }
 
+#: Jobs of more than one command: each command's ``{out}`` is the job's output directory (whose files
+#: are kept) and ``{scratch}`` a directory of its own that is thrown away. ``analyze-model`` measures
+#: the snapshots of an LM run trained without analysis, as a user measures their own checkpoints.
+STEPS: dict[str, list[list[str]]] = {
+    "analyze-model": [
+        ["lm", "train", "--set", "train.steps=200", "--set", "corpus.max_tokens=60000", "--set", "snapshots.every=50",
+         "--set", "analysis.enabled=false", "--out", "{scratch}/run"],
+        ["analyze-model", "{scratch}/run", "--corpus", "synthetic", "--window", "64", "--max-tokens", "60000",
+         "--out", "{out}"],
+    ],
+}
+
 #: summary.json keys that hold wall-clock time or machine facts rather than measurements.
 TIMING_KEYS = ("seconds", "wall", "elapsed", "duration", "peak_memory", "numerics", "device")
 
@@ -83,7 +96,7 @@ def _kept_files(run: Path) -> dict[str, bytes]:
         name = path.relative_to(run).as_posix()
         if path.suffix in (".csv", ".jsonl"):
             kept[name] = path.read_bytes()
-        elif path.name == "summary.json":
+        elif path.name in ("summary.json", "analysis.json"):
             summary = _without_timings(json.loads(path.read_text()))
             kept[name] = (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode()
     return kept
@@ -91,19 +104,21 @@ def _kept_files(run: Path) -> dict[str, bytes]:
 
 def record(dest: Path, only: list[str]) -> None:
     """Run the jobs (all, or ``only``) and write their kept files and ``manifest.json`` into ``dest``."""
-    names = only or list(JOBS)
-    unknown = sorted(set(names) - set(JOBS))
+    jobs = {**{name: [[*args, "--out", "{out}"]] for name, args in JOBS.items()}, **STEPS}
+    names = only or list(jobs)
+    unknown = sorted(set(names) - set(jobs))
     if unknown:
-        sys.exit(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(JOBS)}")
+        sys.exit(f"unknown job(s) {', '.join(unknown)}; jobs: {', '.join(jobs)}")
     dest.mkdir(parents=True, exist_ok=True)
     manifest_path = dest / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     for name in names:
         with tempfile.TemporaryDirectory() as scratch:
             out = Path(scratch) / name
-            command = [sys.executable, "-m", "ctxstair", *JOBS[name], "--out", str(out)]
-            print(f"[{name}] {' '.join(command[3:])}", flush=True)
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            for step in jobs[name]:
+                args = [arg.format(out=out, scratch=Path(scratch) / "scratch") for arg in step]
+                print(f"[{name}] {' '.join(args)}", flush=True)
+                subprocess.run([sys.executable, "-m", "ctxstair", *args], check=True, stdout=subprocess.DEVNULL)
             kept = _kept_files(out)
         shutil.rmtree(dest / name, ignore_errors=True)
         for rel, data in kept.items():
