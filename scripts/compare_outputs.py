@@ -40,7 +40,7 @@ JOBS: dict[str, list[str]] = {
     "early-geometry": ["run", "early-geometry", "--set", "train.epochs=120", "--set", "snapshots.every=50",
                        "--set", "analysis.probe_steps=20", "--set", "analysis.probe_folds=2"],
     "ffn-vs-attention": ["run", "ffn-vs-attention"],
-    "higher-orders": ["run", "higher-orders", "--set", "task.p=5", "--set", "task.shifts=[0,1,2]",
+    "higher-orders": ["run", "higher-orders", "--set", "task.p=16", "--set", "task.shifts=[0,1,2,3,4,5,6,7]",
                       "--set", "model.d=32", "--set", "train.epochs=1500", "--set", "snapshots.every=250",
                       "--set", "analysis.probe_steps=100"],
     "init-scaling": ["run", "init-scaling"],
