@@ -9,7 +9,12 @@ import sys
 
 import pytest
 
-import ctxstair  # noqa: F401  -- first, so that numpy and torch load with its floating-point set-up, as in `ctxstair`
+from ctxstair import numerics
+
+# First, so that numpy and torch load with the floating-point set-up of the `ctxstair` command, and
+# figures are drawn off-screen as the command draws them.
+numerics.configure()
+os.environ.setdefault("MPLBACKEND", "Agg")
 
 OPT_IN = {"slow": "full-size experiment: opt in with `pytest -m slow`",
           "stress": "kill-and-resume stress test under load: opt in with `pytest -m stress` (make stress)"}

@@ -3,20 +3,17 @@
 Data flows one way: ``tasks`` (datasets) -> ``signatures`` (statistics of the data, SPEC §2)
 -> ``alignment`` (embedding geometry against signature geometry, SPEC §3).
 
-Importing the package first fixes the process's threads and floating-point code paths
-(:mod:`ctxstair.numerics`, read by numpy and torch when they load), then loads its sub-packages
+Importing the package, or any module of it, changes nothing in the process: no thread count, no
+deterministic-algorithms flag, no environment variable (a training script that imports
+``ctxstair.monitor`` computes the same weights as without it). The ``ctxstair`` command and the
+trainers set the floating-point mode they promise (:mod:`ctxstair.numerics`); in a notebook,
+``ctxstair.numerics.configure()`` before numpy and torch load does the same. The sub-packages load
 on first use, so ``import ctxstair`` itself loads neither numpy nor torch.
 """
 
-import contextlib
 import importlib
 
-from ctxstair import numerics
 from ctxstair.errors import InputError, TooLargeError
-
-# A malformed CTXSTAIR_* variable: reported where it is next read (the command line's one-line error).
-with contextlib.suppress(InputError):
-    numerics.configure()
 
 __version__ = "0.1.0"
 __all__ = ["alignment", "signatures", "tasks", "InputError", "TooLargeError", "__version__"]

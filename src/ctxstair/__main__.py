@@ -1,6 +1,8 @@
 """The ``ctxstair`` command (also ``python -m ctxstair``): the floating-point mode is chosen from
-``--reproducible`` before the command line's modules load numpy and torch (:mod:`ctxstair.numerics`)."""
+``--reproducible`` before the command line's modules load numpy and torch (:mod:`ctxstair.numerics`),
+and figures are drawn off-screen."""
 
+import os
 import sys
 
 
@@ -14,6 +16,7 @@ def main() -> int:
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)
         return 2
+    os.environ.setdefault("MPLBACKEND", "Agg")  # the command writes figures to files, never to a screen
     from ctxstair.cli import main as cli_main
 
     return cli_main()

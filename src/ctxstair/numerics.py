@@ -19,8 +19,13 @@ Two promises rest on it (docs/reliability.md, "Same numbers"):
   by thread and the core count differs between machines. Its cost is in benchmarks/RESULTS.md.
 
 The libraries read these settings when they load, so :func:`configure` must run before numpy or
-torch is imported: ``import ctxstair`` calls it first thing, and the ``ctxstair`` command sees
-``--reproducible`` before it imports anything numerical. This module imports neither library.
+torch is imported: the ``ctxstair`` command calls it first thing (it sees ``--reproducible`` before
+it imports anything numerical), and so should a notebook or script that wants these promises
+(``from ctxstair import numerics; numerics.configure()`` at its top). Importing ctxstair never
+calls it: a library that runs inside someone else's training (the monitor) must not change that
+process's threads, determinism or environment. The trainers and the run analyses call
+:func:`apply_to_torch` when they start, so a run made from Python still gets fixed threads and
+deterministic kernels. This module imports neither library.
 No SPEC section: this is the engineering under every number the SPEC's experiments produce.
 """
 
@@ -67,7 +72,9 @@ def configure(reproducible: bool | None = None) -> dict:
     :func:`settings`. ``reproducible=None`` reads ``CTXSTAIR_REPRODUCIBLE`` (``1``/``true``/``yes``).
 
     Idempotent; reproducible mode, once on, stays on. Switching to it after numpy or torch has
-    loaded raises InputError, since their code paths are already chosen. If torch was imported
+    loaded raises InputError, since their code paths are already chosen, unless the environment
+    already holds every pin of the mode (a worker process started by a reproducible parent inherits
+    them, and its libraries loaded with them). If torch was imported
     first, its threads and MKL's dynamic threading are still fixed, but MKL's alignment-independent
     mode is not (MKL read its variables when torch loaded); :func:`settings` says so. Sets the
     variables in ``os.environ``, so child processes (sweep workers, torchrun ranks) inherit the
@@ -77,7 +84,8 @@ def configure(reproducible: bool | None = None) -> dict:
     reproducible = reproducible or _state.get("reproducible", False)  # once on, it stays on
     if reproducible and not _state.get("reproducible"):
         loaded = [name for name in _NUMERICAL_LIBRARIES if name in sys.modules]
-        if loaded:
+        inherited = all(os.environ.get(name) == value for name, value in _REPRODUCIBLE_MODE.items())
+        if loaded and not inherited:
             raise InputError(f"reproducible mode must be chosen before {', '.join(loaded)} loads: set "
                              f"{REPRODUCIBLE_VARIABLE}=1 in the environment, or import ctxstair first")
         machine = platform.machine().lower()
@@ -93,7 +101,7 @@ def configure(reproducible: bool | None = None) -> dict:
     for name, value in {**_DEFAULT_EVERYWHERE, **({} if reproducible else _DEFAULT_MODE)}.items():
         os.environ.setdefault(name, value)
     _state.update(reproducible=bool(reproducible), threads=threads)
-    if "torch" in sys.modules:  # imported before ctxstair: its pool was sized from the old settings
+    if "torch" in sys.modules:  # loaded before this call: its pool was sized from the old settings
         apply_to_torch()
     return settings()
 
@@ -109,7 +117,7 @@ def apply_to_torch() -> None:
     """The first time: give torch the configured thread count (later calls leave a deliberate
     ``torch.set_num_threads``, e.g. a sweep worker's share of the cores, alone), turn on torch's
     deterministic algorithms (warning only where none exists), and if torch was
-    imported before ctxstair, turn MKL's dynamic threading off through MKL's own service call (MKL
+    loaded before :func:`configure` ran, turn MKL's dynamic threading off through MKL's own service call (MKL
     read ``MKL_DYNAMIC`` when torch loaded). In reproducible mode, check that torch runs the AVX2
     kernels: InputError on a CPU without AVX2."""
     import torch
@@ -137,9 +145,10 @@ def settings() -> dict:
     BLAS and CPU code path (``torch_blas``, ``torch_cpu_capability``, ``numpy_blas``)."""
     if "threads" not in _state:
         configure()
+    cbwr = "unset: torch was loaded before numerics.configure()" if _state["torch_first"] else \
+        os.environ.get("MKL_CBWR", "")
     record = {"mode": "reproducible" if _state["reproducible"] else "default", "threads": _state["threads"],
-              "cpu": cpu_model(), "mkl_cbwr": ("unset: torch was imported before ctxstair" if _state["torch_first"]
-                                               else os.environ.get("MKL_CBWR", ""))}
+              "cpu": cpu_model(), "mkl_cbwr": cbwr}
     if "torch" in sys.modules:
         import torch
 

@@ -34,7 +34,7 @@ from ctxstair.config import Config, RunConfig, dump_yaml, load_yaml
 from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.integrity import check_digest, digest
-from ctxstair.io import atomic_write_bytes, atomic_write_text, fresh_output_dir, remove_stale_temporaries
+from ctxstair.io import atomic_write_bytes, atomic_write_text, claim_output
 from ctxstair.models import DecoderLM, build_ensemble
 from ctxstair.signatures import SignatureHierarchy
 from ctxstair.tasks import Dataset
@@ -54,6 +54,7 @@ class Run:
         """``config``: the run's configuration when the caller has it already (a trainer); otherwise
         it is read from ``config.yaml`` on first use."""
         self.path = Path(path)
+        self._output = None  # set by open(): where the run is written until it is finished
         if config is not None:  # fills the cached property, so config.yaml need not exist yet
             self.__dict__["config"] = config
 
@@ -95,32 +96,43 @@ class Run:
     def open(self, resume: bool, force: bool, write_files: Callable[[Path], None]) -> bool:
         """Make the directory ready for its trainer; return whether an existing run is continued.
 
-        ``resume`` of an existing directory checks that its ``config.yaml`` is this run's and clears
-        temporaries left by a kill; ``resume`` of a directory that does not exist starts the run, so a
-        job script can always pass ``--resume``. Otherwise a new directory appears whole:
-        ``write_files(staging)`` adds the trainer's files next to ``config.yaml`` under a temporary
-        name, renamed when complete. InputError, before anything is written, for an existing
+        The rule of every output folder (:func:`ctxstair.io.claim_output`): a new directory appears
+        whole, ``write_files(staging)`` adding the trainer's files next to ``config.yaml``; ``resume``
+        of an existing directory checks that its ``config.yaml`` is this run's and clears
+        temporaries left by a kill, and ``resume`` of a directory that does not exist starts the run,
+        so a job script can always pass ``--resume``; ``force`` trains the new run next to the old one
+        (:attr:`path` is then the replacement), which is replaced only when the new run is finished
+        (:meth:`finish`, :meth:`diverged`). InputError, before anything is written, for an existing
         directory without ``resume`` or ``force``."""
-        if resume and self.path.exists():
-            if not (self.path / "config.yaml").is_file():
-                raise InputError(f"cannot resume {self.path}: no run there (config.yaml missing)")
-            if load_yaml((self.path / "config.yaml").read_text(), type(self.config)) != self.config:
-                raise InputError(f"cannot resume {self.path}: its config.yaml differs from the requested configuration")
-            remove_stale_temporaries(self.path)
-            return True
-        if self.path.exists() and not force:
-            raise InputError(f"run directory {self.path} already exists; "
-                             "use --resume to continue it or --force to replace it")
-        with fresh_output_dir(self.path, force=force) as staging:
+
+        def start(staging: Path) -> None:
             write_files(staging)
             atomic_write_text(staging / "config.yaml", dump_yaml(self.config))
-        return False
+
+        self._output = claim_output(self.path, resume=resume, force=force, start=start, same=self._check_same,
+                                    what="run directory")
+        self.path = self._output.path
+        return self._output.resumed
+
+    def _check_same(self, folder: Path) -> None:
+        """InputError unless ``folder`` holds a run with this run's configuration."""
+        if not (folder / "config.yaml").is_file():
+            raise InputError(f"cannot resume {folder}: no run there (config.yaml missing)")
+        if load_yaml((folder / "config.yaml").read_text(), type(self.config)) != self.config:
+            raise InputError(f"cannot resume {folder}: its config.yaml differs from the requested configuration")
 
     def finish(self, seconds: float) -> None:
-        """Close a completed training: drop the checkpoint (its commit point first) and write
-        ``resources.json`` (peak memory, the seconds of this session, the numerics set-up)."""
+        """Close a completed training: drop the checkpoint (its commit point first), write
+        ``resources.json`` (peak memory, the seconds of this session, the numerics set-up) and, when it
+        replaces an earlier run, put it in that run's place."""
         self.clear_checkpoint()
         rundir.write_resources(self.path, seconds)
+        self._commit()
+
+    def _commit(self) -> None:
+        if self._output is not None:
+            self._output.commit()
+            self.path = self._output.path
 
     def diverged(self, message: str, details: dict, rows: list[dict]) -> TrainingDiverged:
         """Record a diverged training: keep the metrics so far, write ``failure.json`` (``reason``,
@@ -129,6 +141,7 @@ class Run:
         rundir.write_metrics(self.path, rows)
         rundir.write_json(self.path, "failure.json", {"reason": "diverged", **details, "message": message})
         self.clear_checkpoint()
+        self._commit()  # a diverged run is finished too: its record is what the user looks at
         return TrainingDiverged(message, self.path)
 
     # ------------------------------------------------------------------ metrics and snapshots

@@ -34,6 +34,47 @@ from ctxstair.signatures.hierarchy import SignatureHierarchy
 ALIGNMENT_COLUMNS = ("member", "epoch", "signature", "pearson", "spearman", "one_minus_mse", "defined")
 SNAPSHOT_DIR = "snapshots"
 
+#: The kinds of directory the commands read (:func:`directory_kind`).
+RUN, LM_RUN, RECIPE, SWEEP, TRAINER, SERIES = "run", "lm-run", "recipe", "sweep", "trainer", "series"
+#: A Hugging Face Trainer's state, at the top of its output or in each ``checkpoint-<step>``.
+TRAINER_STATE = "trainer_state.json"
+
+
+def directory_kind(path: str | os.PathLike) -> str | None:
+    """What kind of directory ``path`` is, decided once for every command, from the file that marks it:
+
+    * ``sweep`` — ``sweep.json`` (``ctxstair sweep``);
+    * ``series`` — ``series.json`` (``ctxstair analyze-model --out``: checkpoints or Hub revisions);
+    * ``recipe`` — ``recipe.json``: a recipe with several runs, or one that only computes;
+    * ``lm-run`` / ``run`` — ``config.yaml`` with or without a ``corpus`` section: a language-model
+      run (``ctxstair lm train``, ``lm-staircase``) or an ensemble run (``ctxstair run``);
+    * ``trainer`` — ``trainer_state.json`` at the top or in a ``checkpoint-<step>`` folder: a Hugging
+      Face Trainer output (measured by ``ctxstair.monitor``, or a folder of checkpoints);
+    * None — none of these (a model folder, or no ctxstair output at all).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    for marker, kind in (("sweep.json", SWEEP), ("series.json", SERIES), ("recipe.json", RECIPE)):
+        if (path / marker).is_file():
+            return kind
+    if (path / "config.yaml").is_file():
+        return LM_RUN if _has_corpus(path / "config.yaml") else RUN
+    if (path / TRAINER_STATE).is_file() or any(path.glob(f"checkpoint-*/{TRAINER_STATE}")):
+        return TRAINER
+    return None
+
+
+def _has_corpus(config: Path) -> bool:
+    """Whether a ``config.yaml`` has a ``corpus`` section (a language-model run's config)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "corpus" in data
+
 
 def snapshot_path(run_dir: str | os.PathLike, t: int, unit: str = "epoch") -> Path:
     """Path of the snapshot at time ``t``: ``snapshots/<unit>_<t:08d>.safetensors``, where ``unit``

@@ -87,14 +87,14 @@ def cmd_semantics(args: argparse.Namespace) -> None:
     # Everything that can be refused cheaply is checked before the corpus is read and tokenised:
     # the GPT-2 files, then the model (loaded once: its last checkpoint).
     gpt2 = TextTokenizer.gpt2() if args.tokenizer == "gpt2" else None
-    checkpoint = _last_checkpoint(args.model) if args.model is not None else None
+    source, checkpoint = _last_checkpoint(args.model) if args.model is not None else (None, None)
     text = load_text(args.corpus)
     tokenizer = gpt2 or build_tokenizer(CorpusConfig(tokenizer=args.tokenizer, vocab_size=args.vocab_size), text)
     result = group_structure(text, tokenizer, min_count=args.min_count, n_permutations=args.permutations,
                              bootstrap=args.bootstrap, block_tokens=args.block_tokens, seed=args.seed)
     embeddings = None
     if checkpoint is not None:
-        embeddings = embedding_structure(checkpoint.W_E, checkpoint.tokenizer, n_permutations=args.permutations,
+        embeddings = embedding_structure(checkpoint.W_E, source.tokenizer, n_permutations=args.permutations,
                                          seed=args.seed)
         embeddings.update(model=args.model, checkpoint=checkpoint.name, step=checkpoint.step)
     name = Path(args.corpus).stem or "corpus"
@@ -122,11 +122,10 @@ def cmd_semantics(args: argparse.Namespace) -> None:
           f"{', '.join(str(out / 'figures' / f) for f in figures)}")
 
 
-def _last_checkpoint(source: str):
-    """The last checkpoint of ``source`` (:func:`ctxstair.lm.hf.iter_checkpoints`)."""
-    from ctxstair.lm.hf import iter_checkpoints
+def _last_checkpoint(name: str):
+    """The checkpoint source ``name`` (:func:`ctxstair.lm.checkpoints.open_source`) and its last
+    checkpoint, read."""
+    from ctxstair.lm.checkpoints import open_source
 
-    last = None
-    for last in iter_checkpoints(source):  # noqa: B007 -- the loop keeps the last one only
-        pass
-    return last
+    source = open_source(name)
+    return source, source.entries()[-1].load(False)

@@ -83,12 +83,14 @@ class LMSnapshotConfig:
 
 @dataclass
 class LMAnalysisConfig:
-    """F7 measurements (SPEC §7): ``k`` eligible tokens, the probe's held-out token fraction and
-    steps, and how many windows the attention and path analyses read. ``probe``: ``fast`` or
-    ``reference``, how the probe's Adam steps are computed (:func:`ctxstair.lm.analysis.prefix_probe`).
-    ``measures``: ``all``, or ``rho_next`` for ρ_next alone (about a second per run: what a sweep
-    searching for the staircase needs; the probe, attention-path and path-share analyses cost
-    seconds per snapshot)."""
+    """F7 measurements (SPEC §7) after training, the settings of
+    :class:`ctxstair.lm.staircase.StaircaseSettings` with its defaults (the reasons are there): ``k``
+    eligible tokens, ``prefix_labels`` labels of the prefix signature, the probe's held-out token
+    fraction and steps, ``windows`` sampled for the attention paths and the first ``path_windows``
+    of them for the path shares. ``probe``: ``fast`` or ``reference``, how the probe's Adam steps
+    are computed (:func:`ctxstair.lm.analysis.prefix_probe`). ``measures``: ``all``, or
+    ``rho_next`` for ρ_next alone (about a second per run: what a sweep searching for the staircase
+    needs; the probe, attention-path and path-share analyses cost seconds per snapshot)."""
 
     #: Values of ``measures``.
     MEASURES: ClassVar[tuple[str, ...]] = ("all", "rho_next")
@@ -96,10 +98,12 @@ class LMAnalysisConfig:
     enabled: bool = True
     measures: str = "all"
     k: int = 200
+    prefix_labels: int = 1000
     heldout_fraction: float = 0.25
     probe: str = "fast"
     probe_steps: int = 300
     windows: int = 128
+    path_windows: int = 4
     seed: int = 0
 
 
@@ -127,7 +131,12 @@ class LMConfig:
                        ("snapshots.log_points", self.snapshots.log_points, 0),
                        ("snapshots.every", self.snapshots.every, 1),
                        ("analysis.k", self.analysis.k, 4), ("analysis.probe_steps", self.analysis.probe_steps, 0),
-                       ("analysis.windows", self.analysis.windows, 1)])
+                       ("analysis.prefix_labels", self.analysis.prefix_labels, 1),
+                       ("analysis.windows", self.analysis.windows, 1),
+                       ("analysis.path_windows", self.analysis.path_windows, 1)])
+        if self.analysis.path_windows > self.analysis.windows:
+            raise InputError(f"analysis.path_windows ({self.analysis.path_windows}) must not exceed analysis.windows "
+                             f"({self.analysis.windows}): the path shares use the first of the sampled windows")
         check_positive([("train.lr", self.train.lr), ("model.gamma", self.model.gamma)])
         for key, value in [("train.warmup", self.train.warmup),
                            ("train.final_lr_fraction", self.train.final_lr_fraction),

@@ -12,8 +12,11 @@
   :class:`ctxstair.config.lm.LMConfig`) with log-spaced snapshots, resumable; its analysis, ρ_next,
   the prefix probe, attention-path correlations and path shares per snapshot, is
   :mod:`ctxstair.analysis.lm_staircase`.
-* :mod:`~ctxstair.lm.analysis` — the F7 measurements on arrays; :mod:`~ctxstair.lm.hf` —
-  ``load_embeddings`` / ``analyze_model`` for Hugging Face, GGUF and our own checkpoints.
+* :mod:`~ctxstair.lm.analysis` — the F7 measurements on arrays; :mod:`~ctxstair.lm.staircase` —
+  the one LM staircase measurement (its corpus-side setup and the rows it returns, in the schema of
+  :mod:`~ctxstair.lm.schema`), which the run analysis, ``analyze-model`` and the monitor all call;
+  :mod:`~ctxstair.lm.checkpoints` — where checkpoints come from (Hugging Face folders, GGUF, our
+  runs, Hub revisions), and :mod:`~ctxstair.lm.analyze` — ``analyze-model`` over any of them.
 
 Names are imported on first use, so ``import ctxstair.lm`` (and so registering the ``ctxstair``
 sub-commands) stays cheap: the semantics pull in torch through ``ctxstair.alignment``.

@@ -18,9 +18,9 @@ statistics:
 * :func:`path_shares` — each path's share of the embedding update of a decoder (SPEC §6.4).
 
 The last two take a :class:`~ctxstair.models.DecoderLM` (our runs' snapshots, or a released Llama
-model through :func:`ctxstair.models.decoder_hf.from_hf`) and a sample of windows; the LM run's
-analysis (:mod:`ctxstair.analysis.lm_staircase`) and ``ctxstair analyze-model``
-(:mod:`ctxstair.lm.hf`) both call them.
+model through :func:`ctxstair.models.decoder_hf.from_hf`) and a sample of windows. These are the
+primitives; :mod:`ctxstair.lm.staircase` composes them into the one measurement that the LM run's
+analysis, ``ctxstair analyze-model`` and the monitor call.
 
 Token sets are given as ids; token *indices* (``train_idx``, ``heldout_idx``) are positions within
 the token set, i.e. rows of the signature and embedding arrays.

@@ -171,7 +171,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
         # val loss of step s itself, which the loop does not recompute.
         rows = [r for r in run.metric_rows() if r["step"] < start or (r["step"] == start and "val_loss" in r)]
     elif lead:  # a new run, or one killed before its first checkpoint
-        atomic_write_text(out / "members.csv", "tensor,init_std,target_std\n" + "".join(
+        atomic_write_text(run.path / "members.csv", "tensor,init_std,target_std\n" + "".join(
             f"{name},{std:.6g},{model.target_stds()[name]:.6g}\n" for name, std in model.init_stds().items()))
     if ranks.world > 1:
         dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
@@ -239,18 +239,20 @@ def _global_mean(value: torch.Tensor, ranks: Ranks) -> float:
 
 def _prepare_ranks(run: Run, ranks: Ranks, resume: bool, force: bool) -> tuple[TextTokenizer, np.ndarray, bool]:
     """:func:`_prepare` on rank 0; the other ranks wait for it, raise its InputError if it failed,
-    then read the tokenizer it wrote (so every rank has the same vocabulary)."""
+    then read the tokenizer it wrote where it writes the run (so every rank has the same vocabulary)."""
     if ranks.world == 1:
         return _prepare(run, resume, force)
-    prepared, error = None, [None]
+    prepared, shared = None, [None, None]  # rank 0's error, or the folder it writes the run in
     if ranks.rank == 0:
         try:
             prepared = _prepare(run, resume, force)
+            shared[1] = str(run.path)
         except InputError as failure:
-            error = [str(failure)]
-    dist.broadcast_object_list(error, src=0)
-    if error[0] is not None:
-        raise InputError(error[0])
+            shared[0] = str(failure)
+    dist.broadcast_object_list(shared, src=0)
+    if shared[0] is not None:
+        raise InputError(shared[0])
+    run.path = Path(shared[1])  # rank 0 may write a replacement next to the run it replaces
     return prepared or (*corpus_windows(run.config, run.path), resume)
 
 

@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import importlib
 
-#: Prefix of every logged name: ``staircase/rho_next``, ``staircase/attention_path_corr/0``...
-KEY_PREFIX = "staircase/"
+from ctxstair.lm.schema import LOG_PREFIX
+
+#: Prefix of every logged name: ``staircase/rho_next``, ``staircase/attention_path_corr/0``... (the
+#: names of :mod:`ctxstair.lm.schema`).
+KEY_PREFIX = LOG_PREFIX
 #: The file the Trainer callback writes into the Trainer's output directory (the monitor's settings,
 #: tokens and schedule), read by ``ctxstair report``.
 SETTINGS_FILE = "staircase_monitor.json"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ctxstair import rundir
-from ctxstair.analysis.lm_staircase import NULL_PERMUTATIONS, measure_series, read_lm_analysis
+from ctxstair.analysis.lm_staircase import TOKENS_FILE, measure_series, read_lm_analysis
 from ctxstair.config import apply_overrides
 from ctxstair.config.lm import LMConfig
 from ctxstair.lm.train import train_lm
@@ -107,6 +107,7 @@ def _analysis_keys(run: Path, steps: np.ndarray, peak: int, first_third: np.ndar
     """The rows of the probe, attention-path and path-share measures (``lm_analysis.csv``), the
     paragraph's sentences about them, and the probe's two MSE series."""
     table = read_lm_analysis(run)
+    permutations = rundir.read_json(run, TOKENS_FILE)["settings"]["null_permutations"]
     _, probe = measure_series(table, "probe_heldout_mse")
     _, shuffled = measure_series(table, "probe_shuffled_mse")
     layers = sorted({p for p, m in zip(table["part"], table["measure"]) if m == "attention_path_corr"}, key=int)
@@ -126,7 +127,7 @@ def _analysis_keys(run: Path, steps: np.ndarray, peak: int, first_third: np.ndar
         KeyNumber("attention-path correlation early (first third), best layer",
                   f"{ms.fmt(attn[best_layer][best])} at step {steps[best]} (layer {best_layer}; permutation null "
                   f"{ms.fmt(null[best_layer][best])}); at the end {ms.fmt(attn[best_layer][-1])}",
-                  f"clearly above chance early: above the largest |r| of {NULL_PERMUTATIONS} token permutations",
+                  f"clearly above chance early: above the largest |r| of {permutations} token permutations",
                   bool(attn[best_layer][best] > null[best_layer][best])),
         KeyNumber("attention-path correlation at the ρ_next peak, per layer",
                   ", ".join(f"layer {k}: {ms.fmt(v[peak])}" for k, v in attn.items()), "reported", None),

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import os
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair.analysis.attention_groups import group_series, read_attention_run  # noqa: E402
-from ctxstair.report.run_figures import PALETTE  # noqa: E402
-from ctxstair.theory.attention_run import PATHS  # noqa: E402
+from ctxstair.analysis.attention_groups import group_series, read_attention_run
+from ctxstair.report.run_figures import PALETTE
+from ctxstair.theory.attention_run import PATHS
 
 _EPOCH_LABEL = "epoch (symlog scale: linear below 1)"
 

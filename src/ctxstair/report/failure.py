@@ -11,15 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair import rundir  # noqa: E402
-from ctxstair.report.figures import save_figure  # noqa: E402
-from ctxstair.report.html import write_report  # noqa: E402
+from ctxstair import rundir
+from ctxstair.report.figures import save_figure
+from ctxstair.report.html import write_report
 
 
 def write_failure_report(run_dir: str | Path, title: str) -> Path:

@@ -9,14 +9,11 @@ from __future__ import annotations
 import io
 import os
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair.alignment.pca import pca  # noqa: E402
-from ctxstair.io import atomic_write_bytes  # noqa: E402
+from ctxstair.alignment.pca import pca
+from ctxstair.io import atomic_write_bytes
 
 
 def similarity_heatmap(ax: plt.Axes, S: np.ndarray, token_ids: np.ndarray, title: str) -> None:

@@ -16,15 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair.report import measures as ms  # noqa: E402
-from ctxstair.report.figures import pca_scatter  # noqa: E402
-from ctxstair.report.run_figures import PALETTE, draw_aggregate  # noqa: E402
+from ctxstair.report import measures as ms
+from ctxstair.report.figures import pca_scatter
+from ctxstair.report.run_figures import PALETTE, draw_aggregate
 
 _LOG_EPOCH = "epoch (log scale; initialization, epoch 0, not shown)"
 

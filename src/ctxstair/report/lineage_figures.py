@@ -14,16 +14,13 @@ Figure; the caller writes it with :func:`ctxstair.report.figures.save_figure`. O
 
 from __future__ import annotations
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair.alignment import cosine_matrix  # noqa: E402
-from ctxstair.alignment.pca import pca  # noqa: E402
-from ctxstair.report.figures import pca_scatter, similarity_heatmap  # noqa: E402
-from ctxstair.report.run_figures import PALETTE  # noqa: E402
+from ctxstair.alignment import cosine_matrix
+from ctxstair.alignment.pca import pca
+from ctxstair.report.figures import pca_scatter, similarity_heatmap
+from ctxstair.report.run_figures import PALETTE
 
 
 def _label(part: dict) -> str:

@@ -1,6 +1,18 @@
-"""Figures of a language-model run (SPEC §7, §8 F7) from its files: ρ_next with the loss, the prefix
-probe against its shuffled control, the attention-path correlation over (layer, step), and the
-path shares of the embedding update.
+"""Figures of the LM staircase (SPEC §6.4, §7, §8 F7), one module for every output that holds its
+numbers: an LM run, an ``analyze-model`` folder and a Trainer output measured live by the monitor,
+all read into a :class:`~ctxstair.report.lm_series.StaircaseSeries` (:func:`~ctxstair.report.lm_series.read_series`).
+
+Each panel function draws one measure on an Axes; the figures compose them:
+
+* :func:`rho_next_figure`, :func:`probe_figure`, :func:`attention_path_figure`,
+  :func:`path_shares_figure` — one measure over training each (an LM run's report);
+* :func:`staircase_figure` — every measure on one page (a Trainer run's report);
+* :func:`analysis_figure` — an ``analyze-model`` folder: the pair scatter of ``S^emb`` against
+  ``S^next`` of the last checkpoint beside the curves over its checkpoints, or, for one model, its
+  attention paths per layer and path shares;
+* :func:`loss_figure` — the losses of an LM run trained without analysis.
+
+Every function takes the output's directory or a series already read.
 
     from ctxstair.report.lm_figures import rho_next_figure
     rho_next_figure("runs/lm-staircase").savefig("rho.png")
@@ -9,18 +21,27 @@ path shares of the embedding update.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair import rundir  # noqa: E402
-from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis  # noqa: E402
-from ctxstair.report.run_figures import PALETTE  # noqa: E402
+from ctxstair.alignment.similarity import upper_triangle
+from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, RHO_NEXT_SPEARMAN, SHUFFLED
+from ctxstair.report.lm_series import StaircaseSeries, read_series, run_losses
+from ctxstair.report.run_figures import PALETTE
 
 _STEP_LABEL = "training step (symlog scale: linear below 10)"
+#: Colour of the direct, attention and MLP paths in the path-share panels.
+_PATH_COLOURS = {"embed": "tab:green", "attn": "tab:blue", "mlp": "tab:orange"}
+SIMILARITY_FILE = "similarity.npz"
+
+Source = str | os.PathLike | StaircaseSeries
+
+
+def _series(source: Source) -> StaircaseSeries:
+    return source if isinstance(source, StaircaseSeries) else read_series(source)
 
 
 def step_axis(ax: plt.Axes) -> None:
@@ -31,89 +52,258 @@ def step_axis(ax: plt.Axes) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def rho_next_figure(run_dir: str | os.PathLike) -> plt.Figure:
-    """Top: ρ_next (Pearson and Spearman) over steps; bottom: the losses (:func:`loss_figure`)."""
-    table = rundir.read_alignment(run_dir)
-    fig, (ax, ax_loss) = plt.subplots(2, 1, figsize=(8.5, 6.4), sharex=True, height_ratios=(3, 2), layout="constrained")
-    for colour, column in zip(PALETTE, ("pearson", "spearman")):
-        ax.plot(*rundir.alignment_series(table, "next_token", 0, column), color=colour, marker="o", markersize=3,
-                linewidth=1.6, label=f"ρ_next ({column.capitalize()})")
+def _state_axis(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """The x axis of a series: training steps, or the states' names when some have no step."""
+    if series.steps is not None:
+        step_axis(ax)
+    else:
+        ax.set_xticks(range(len(series.names)), series.names, rotation=60, fontsize=7)
+        ax.set_xlabel("checkpoint")
+        ax.grid(True, alpha=0.3)
+
+
+def _not_measured(ax: plt.Axes, what: str) -> None:
+    ax.text(0.5, 0.5, f"{what}: not measured", ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
+# ---------------------------------------------------------------------------------------------- panels
+
+def rho_next_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """ρ_next (Pearson and Spearman) over the states (SPEC §7)."""
+    for colour, (measure, label) in zip(PALETTE, ((RHO_NEXT, "Pearson"), (RHO_NEXT_SPEARMAN, "Spearman"))):
+        if series.has(measure):
+            ax.plot(*series.measured(measure), color=colour, marker="o", markersize=3, linewidth=1.6,
+                    label=f"ρ_next ({label})")
     ax.axhline(0, color="grey", linewidth=0.8)
-    ax.set_ylabel("correlation of S^emb(t) with S^next\n(upper triangle over eligible tokens)")
+    ax.set_ylabel("correlation of S^emb with S^next\n(upper triangle over the token set T)")
+    _state_axis(ax, series)
     ax.legend(fontsize=8, frameon=False)
+
+
+def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """The training loss (per logged step) and the held-out loss (at the snapshots), in nats."""
+    if series.loss is not None:
+        ax.plot(*series.loss, color="black", linewidth=0.8, alpha=0.6, label="training loss")
+    if series.val_loss is not None:
+        ax.plot(*series.val_loss, color=PALETTE[1], marker="o", markersize=3, linewidth=1.4, label="held-out loss")
+    if series.loss is None and series.val_loss is None:
+        _not_measured(ax, "the loss")
+    ax.set_ylabel("next-token loss (nats)")
     step_axis(ax)
-    _loss_panel(ax_loss, run_dir)
+    ax.legend(fontsize=8, frameon=False)
+
+
+def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """The prefix probe's held-out MSE against the same probe on shuffled signatures (SPEC §7)."""
+    if not series.has(PROBE):
+        _not_measured(ax, "the prefix probe")
+    for colour, (measure, label) in zip(PALETTE, ((PROBE, "prefix probe, held-out tokens"),
+                                                  (SHUFFLED, "control: signatures shuffled across tokens"))):
+        if series.has(measure):
+            ax.plot(*series.measured(measure), color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
+    _state_axis(ax, series)
+    ax.legend(fontsize=8, frameon=False)
+
+
+def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """The attention-path correlation of each layer over the states (solid) with its permutation null
+    (dashed) (SPEC §7)."""
+    layers = series.layers()
+    if not layers:
+        _not_measured(ax, "attention paths")
+    for layer, colour in zip(layers, plt.get_cmap("tab10").colors):
+        ax.plot(*series.measured(ATTENTION_CORR, layer), color=colour, marker="o", markersize=3, label=f"layer {layer}")
+        ax.plot(*series.measured(ATTENTION_NULL, layer), color=colour, linestyle="--", linewidth=0.9,
+                label=f"layer {layer} null (largest |r| of the permutations)")
+    ax.set_ylabel("Pearson r: S(φ^attn,ℓ) vs S(W_O W_V w)")
+    _state_axis(ax, series)
+    if layers:
+        ax.legend(fontsize=7, frameon=False)
+
+
+def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """Each residual path's share of the embeddings' update over the states (SPEC §6.4)."""
+    paths = series.paths()
+    if not paths:
+        _not_measured(ax, "path shares")
+    for i, part in enumerate(paths):
+        ax.plot(*series.measured(PATH_SHARE, part), color=plt.get_cmap("tab10")(i), linewidth=1.6, marker="o",
+                markersize=2, linestyle="-" if part == "embed" else ("--" if part.startswith("attn") else ":"),
+                label="direct (embedding)" if part == "embed" else part)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("share of the summed path norms")
+    _state_axis(ax, series)
+    if paths:
+        ax.legend(fontsize=8, frameon=False, ncol=2)
+
+
+def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """Heatmap over (layer, state) of the attention-path correlation, a star where |r| is above its
+    permutation null (SPEC §7); columns are the states in order, labelled by step or name."""
+    layers = series.layers()
+    grid = np.stack([series.values[f"{ATTENTION_CORR}/{layer}"] for layer in layers])  # (layers, states)
+    null = np.stack([series.values[f"{ATTENTION_NULL}/{layer}"] for layer in layers])
+    image = ax.imshow(grid, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", origin="lower")
+    labels = [str(s) for s in series.steps] if series.steps is not None else series.names
+    ticks = np.unique(np.linspace(0, len(labels) - 1, min(len(labels), 12)).round().astype(int))
+    ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=60 if series.steps is None else 0, fontsize=7)
+    ax.set_yticks(range(len(layers)), layers)
+    layer, state = np.nonzero(np.abs(grid) > null)
+    ax.scatter(state, layer, marker="*", s=14, color="black", label="|r| above the permutation null")
+    ax.set_xlabel("training step (snapshots in order)" if series.steps is not None else "checkpoint")
+    ax.set_ylabel("layer ℓ")
+    ax.figure.colorbar(image, ax=ax, label="Pearson r")
+    if layer.size:
+        ax.legend(fontsize=7, loc="upper right")
+
+
+# ---------------------------------------------------------------------------------------------- figures
+
+def rho_next_figure(source: Source) -> plt.Figure:
+    """Top: ρ_next (Pearson and Spearman) over steps; bottom: the losses."""
+    series = _series(source)
+    fig, (ax, ax_loss) = plt.subplots(2, 1, figsize=(8.5, 6.4), sharex=True, height_ratios=(3, 2), layout="constrained")
+    rho_next_panel(ax, series)
+    loss_panel(ax_loss, series)
     fig.suptitle("Embeddings vs next-token signatures over training (SPEC §7 ρ_next)")
     return fig
 
 
 def loss_figure(run_dir: str | os.PathLike) -> plt.Figure:
-    """Training loss per step and held-out loss at the snapshots (nats)."""
+    """Training loss per step and held-out loss at the snapshots (nats) of an LM run directory (one
+    trained without analysis too)."""
+    loss, val_loss = run_losses(run_dir)
     fig, ax = plt.subplots(figsize=(8.5, 3.4), layout="constrained")
-    _loss_panel(ax, run_dir)
+    loss_panel(ax, StaircaseSeries(str(run_dir), [], None, {}, loss, val_loss))
     fig.suptitle("Next-token loss over training")
     return fig
 
 
-def _loss_panel(ax: plt.Axes, run_dir: str | os.PathLike) -> None:
-    rows = rundir.read_metric_rows(run_dir)
-    train = [(r["step"], r["loss"]) for r in rows if "loss" in r]
-    val = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r]
-    ax.plot(*zip(*train), color="black", linewidth=0.8, alpha=0.6, label="training loss (batch)")
-    ax.plot(*zip(*val), color=PALETTE[1], marker="o", markersize=3, linewidth=1.4, label="held-out loss")
-    ax.set_ylabel("next-token loss (nats)")
-    ax.legend(fontsize=8, frameon=False)
-    step_axis(ax)
-
-
-def probe_figure(run_dir: str | os.PathLike) -> plt.Figure:
+def probe_figure(source: Source) -> plt.Figure:
     """Held-out MSE of the first-order prefix probe and of the same probe on shuffled signatures."""
-    table = read_lm_analysis(run_dir)
     fig, ax = plt.subplots(figsize=(8.5, 3.8), layout="constrained")
-    for colour, (measure, label) in zip(PALETTE, (("probe_heldout_mse", "prefix probe, held-out tokens"),
-                                                 ("probe_shuffled_mse", "control: signatures shuffled across tokens"))):
-        ax.plot(*measure_series(table, measure), color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
-    ax.set_ylim(bottom=0)
-    ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
-    ax.legend(fontsize=8, frameon=False)
-    step_axis(ax)
+    probe_panel(ax, _series(source))
     fig.suptitle("First-order prefix signatures predict the embedding geometry of unseen tokens (SPEC §7)")
     return fig
 
 
-def attention_path_figure(run_dir: str | os.PathLike) -> plt.Figure:
+def attention_path_figure(source: Source) -> plt.Figure:
     """Heatmap over (layer, snapshot) of the correlation between the attention-path signature and
-    ``W_O W_V w_α`` (SPEC §7); columns are snapshots in step order, labelled by step."""
-    table = read_lm_analysis(run_dir)
-    layers = sorted({int(p) for p, m in zip(table["part"], table["measure"]) if m == "attention_path_corr"})
-    steps = measure_series(table, "attention_path_corr", str(layers[0]))[0]
-    grid = np.stack([measure_series(table, "attention_path_corr", str(layer))[1] for layer in layers])
-    fig, ax = plt.subplots(figsize=(9.5, 1.2 + 0.6 * len(layers)), layout="constrained")
-    image = ax.imshow(grid, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    ticks = np.unique(np.linspace(0, len(steps) - 1, min(len(steps), 12)).round().astype(int))
-    ax.set_xticks(ticks, [str(steps[i]) for i in ticks])
-    ax.set_yticks(range(len(layers)), [str(layer) for layer in layers])
-    ax.set_xlabel("training step (snapshots in order)")
-    ax.set_ylabel("layer")
-    fig.colorbar(image, ax=ax, label="Pearson r")
+    ``W_O W_V w_α`` (SPEC §7)."""
+    series = _series(source)
+    fig, ax = plt.subplots(figsize=(9.5, 1.2 + 0.6 * len(series.layers())), layout="constrained")
+    attention_heatmap_panel(ax, series)
     fig.suptitle("Attention-path signature vs W_O W_V w_α, per layer and snapshot (SPEC §7)")
     return fig
 
 
-def path_shares_figure(run_dir: str | os.PathLike) -> plt.Figure:
+def path_shares_figure(source: Source) -> plt.Figure:
     """Share of each residual path (direct, attention ℓ, MLP ℓ) in the norm of the embeddings'
     update over training (SPEC §6.4)."""
-    table = read_lm_analysis(run_dir)
-    parts = list(dict.fromkeys(p for p, m in zip(table["part"], table["measure"]) if m == "path_share"))
     fig, ax = plt.subplots(figsize=(8.5, 3.8), layout="constrained")
-    cmap = plt.get_cmap("tab10")
-    for i, part in enumerate(parts):
-        ax.plot(*measure_series(table, "path_share", part), color=cmap(i), linewidth=1.6,
-                linestyle="-" if part == "embed" else ("--" if part.startswith("attn") else ":"),
-                label="direct (embedding)" if part == "embed" else part)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_ylabel("share of the summed path norms")
-    ax.legend(fontsize=8, frameon=False, ncol=2)
-    step_axis(ax)
+    path_shares_panel(ax, _series(source))
     fig.suptitle("Which path moves the embeddings: direct, attention and MLP paths (SPEC §6.4)")
     return fig
+
+
+def staircase_figure(source: Source, title: str = "The Context Staircase measured live (SPEC §6.4, §7)") -> plt.Figure:
+    """Six panels over training steps (SPEC §6.4, §7): ρ_next; the losses; the prefix probe against its
+    control; the attention-path correlation per layer with its null; the path shares; the seconds
+    each live measurement took."""
+    series = _series(source)
+    fig, axes = plt.subplots(3, 2, figsize=(12, 10.5), layout="constrained")
+    (rho, loss), (probe, attention), (shares, cost) = axes
+    for panel, ax, label in ((rho_next_panel, rho, "(a) embeddings vs next-token signatures"),
+                             (loss_panel, loss, "(b) next-token loss"),
+                             (probe_panel, probe, "(c) first-order prefix probe vs its control"),
+                             (attention_lines_panel, attention, "(d) attention-path signature per layer"),
+                             (path_shares_panel, shares, "(e) paths of the embedding update")):
+        panel(ax, series)
+        ax.set_title(label, fontsize=10)
+    if series.seconds is not None:
+        keep = ~np.isnan(series.seconds)
+        cost.plot(series.steps[keep], series.seconds[keep], color=PALETTE[0], marker="o", markersize=3,
+                  label="one measurement")
+        cost.legend(fontsize=7, frameon=False)
+    else:
+        _not_measured(cost, "the cost")
+    cost.set_ylabel("wall time (s)")
+    cost.set_title("(f) cost of each measurement", fontsize=10)
+    step_axis(cost)
+    fig.suptitle(title)
+    return fig
+
+
+def analysis_figure(folder: str | os.PathLike) -> plt.Figure:
+    """The figure of an ``analyze-model`` folder: the pair scatter of the last checkpoint (S^emb against
+    S^next, from ``similarity.npz``) next to ρ_next and the probe over the checkpoints and, with the
+    path measures, the attention-path correlation (a heatmap over layer and checkpoint) and the path
+    shares; for a single model, its attention paths per layer and its path shares instead."""
+    series = read_series(folder)
+    with np.load(Path(folder) / SIMILARITY_FILE, allow_pickle=False) as similarity:
+        S_next, S_emb = similarity["next"], similarity["embedding"]
+    several, paths = len(series.names) > 1, bool(series.layers())
+    n_rows = 2 if several and paths else 1
+    n_cols = 3 if several or paths else 1
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.5 * n_cols, 4.8 * n_rows), squeeze=False, layout="constrained")
+    ax = axes[0, 0]
+    ax.scatter(upper_triangle(S_next), upper_triangle(S_emb), s=3, alpha=0.3, edgecolors="none")
+    ax.set_xlabel("S^next: cosine of next-token signatures")
+    ax.set_ylabel("S^emb: cosine of input embeddings")
+    ax.set_title(f"{series.names[-1]}\nρ_next = {series.values[RHO_NEXT][-1]:.3f} (Pearson), "
+                 f"{S_next.shape[0]} tokens", fontsize=10)
+    if several:
+        rho_next_panel(axes[0, 1], series)
+        probe_panel(axes[0, 2], series)
+        axes[0, 1].set_title("ρ_next over the checkpoints", fontsize=10)
+        axes[0, 2].set_title("first-order probe (held-out tokens)", fontsize=10)
+        if paths:
+            attention_heatmap_panel(axes[1, 0], series)
+            path_shares_panel(axes[1, 1], series)
+            axes[1, 0].set_title("attention-path correlation by layer and checkpoint", fontsize=10)
+            axes[1, 1].set_title("path shares over the checkpoints", fontsize=10)
+            axes[1, 2].set_axis_off()
+    elif paths:
+        _layer_panels(axes[0, 1], axes[0, 2], series)
+    fig.suptitle(f"{series.source}: embeddings against the corpus's signatures (SPEC §6.4, §7)")
+    return fig
+
+
+def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSeries) -> None:
+    """One model's attention-path correlation per layer with its null, and its path shares per layer."""
+    layers = series.layers()
+    depth = np.arange(len(layers))
+    corr = [series.values[f"{ATTENTION_CORR}/{layer}"][-1] for layer in layers]
+    null = [series.values[f"{ATTENTION_NULL}/{layer}"][-1] for layer in layers]
+    ax_corr.plot(depth, corr, marker="o", ms=3, label="correlation r")
+    ax_corr.plot(depth, null, ls="--", color="grey", label="null: largest |r| of the token permutations")
+    ax_corr.axhline(0, color="black", lw=0.5)
+    ax_corr.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_corr.set_xlabel("layer ℓ")
+    ax_corr.set_ylabel("corr(S(φ^{attn,ℓ}), S(W_O W_V w))")
+    ax_corr.set_title("attention-path correlation per layer", fontsize=10)
+    ax_corr.legend(fontsize=8)
+    shares = {part: series.values[f"{PATH_SHARE}/{part}"][-1] for part in series.paths()}
+    for kind, label in (("attn", "attention path attn.ℓ"), ("mlp", "MLP path mlp.ℓ")):
+        ax_shares.plot(depth, [shares.get(f"{kind}.{layer}", np.nan) for layer in layers], marker="o", ms=3,
+                       label=label, color=_PATH_COLOURS[kind])
+    ax_shares.axhline(shares.get("embed", np.nan), ls="--", color=_PATH_COLOURS["embed"],
+                      label=f"direct path embed ({shares.get('embed', np.nan):.3f})")
+    ax_shares.set_ylim(bottom=0)
+    ax_shares.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_shares.set_xlabel("layer ℓ")
+    ax_shares.set_ylabel("share of the summed path norms over T")
+    ax_shares.set_title("path shares of the embedding update", fontsize=10)
+    ax_shares.legend(fontsize=8)
+
+
+def write_analysis_figure(folder: str | os.PathLike) -> Path:
+    """Draw :func:`analysis_figure` into ``folder/analysis.png`` (atomically); return its path."""
+    from ctxstair.report.figures import save_figure
+
+    path = Path(folder) / "analysis.png"
+    save_figure(analysis_figure(folder), path)
+    return path
+

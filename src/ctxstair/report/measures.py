@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
+from ctxstair.lm.schema import RHO_NEXT
 
 
 def metric_series(run_dir: Path, member: int, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +106,7 @@ RHO_NEXT_NUMBERS = ("rho_init", "rho_peak", "rho_peak_step", "peak_fraction", "p
 
 def rho_next_course(run_dir: Path) -> dict:
     """The course of ρ_next (SPEC §7) in an analysed LM run directory: ``steps`` (S,) and ``rho``
-    (S,) from ``alignment.csv`` (Pearson, signature ``next_token``), ``val_steps`` and ``val_loss``
+    (S,) from ``lm_analysis.csv`` (measure ``rho_next``, Pearson), ``val_steps`` and ``val_loss``
     from ``metrics.jsonl``, and the numbers of :data:`RHO_NEXT_NUMBERS`:
 
     ``rho_init`` (step 0), ``rho_peak`` and ``rho_peak_step`` (the largest value and its step),
@@ -112,7 +114,7 @@ def rho_next_course(run_dir: Path) -> dict:
     ``decay_fraction`` ((peak − end) / peak: how far ρ_next falls back, as a fraction of the peak),
     ``val_loss_at_peak`` and ``val_loss_end`` (held-out loss at the peak's snapshot and at the end).
     """
-    steps, rho = rundir.alignment_series(rundir.read_alignment(run_dir), "next_token", 0)
+    steps, rho = measure_series(read_lm_analysis(run_dir), RHO_NEXT)
     rows = rundir.read_metric_rows(run_dir)
     val = dict(sorted((r["step"], r["val_loss"]) for r in rows if "val_loss" in r))
     peak = int(np.nanargmax(rho))

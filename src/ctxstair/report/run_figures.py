@@ -34,19 +34,16 @@ import re
 import warnings
 from pathlib import Path
 
-import matplotlib
+import matplotlib.patches
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.patches  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctxstair import rundir  # noqa: E402
-from ctxstair.alignment import compare, cosine_matrix, signature_cosine  # noqa: E402
-from ctxstair.errors import InputError  # noqa: E402
-from ctxstair.report.figures import pca_scatter, similarity_heatmap  # noqa: E402
-from ctxstair.report.signatures import signature_views  # noqa: E402
-from ctxstair.signatures.hierarchy import SignatureHierarchy  # noqa: E402
+from ctxstair import rundir
+from ctxstair.alignment import compare, cosine_matrix, signature_cosine
+from ctxstair.errors import InputError
+from ctxstair.report.figures import pca_scatter, similarity_heatmap
+from ctxstair.report.signatures import signature_views
+from ctxstair.signatures.hierarchy import SignatureHierarchy
 
 __all__ = ["curves_figure", "fourier_heatmap", "geometry_figure", "pca_figure", "staircase_figure"]
 

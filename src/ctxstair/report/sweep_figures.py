@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import LogNorm  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 #: (file, title, [(column, label, log colour scale)]) of each figure; alignment figures need analysis.
 _EPOCH_FIGURE = ("phase_epochs.png", "When the staircase steps happen",

@@ -21,7 +21,7 @@ from ctxstair.signatures.counting import cooccurrence_signature, label_signature
 from ctxstair.signatures.hierarchy import SignatureHierarchy, signature_hierarchy
 from ctxstair.signatures.next_token import NextTokenCounts, next_token_occurrence, next_token_signature
 from ctxstair.signatures.positional import attention_label_signature, position_label_signature
-from ctxstair.signatures.prefix import prefix_signature
+from ctxstair.signatures.prefix import prefix_counts, prefix_signature
 
 __all__ = [
     "NextTokenCounts",
@@ -33,6 +33,7 @@ __all__ = [
     "next_token_signature",
     "occurrence",
     "position_label_signature",
+    "prefix_counts",
     "prefix_signature",
     "signature_hierarchy",
 ]

@@ -60,6 +60,25 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
         positions ``s < T-1`` with ``x_s = α``, ``x_{s+1} = ν`` and ``β`` among ``x_0..x_{s-1}``,
         divided by the number of positions ``s < T-1`` with ``x_s = α``. Rows of tokens with no
         such position are zero (mask them with ``next_token_occurrence(windows, V)[tokens] > 0``).
+        The counts themselves, for corpora counted elsewhere and summed: :func:`prefix_counts`.
+    """
+    counts, events = prefix_counts(windows, tokens, labels, context, max_bytes)
+    # A token with no event has no counts either, so dividing its zeros by 1 leaves them.
+    counts /= np.maximum(events, 1)[:, None, None]
+    return counts
+
+
+def prefix_counts(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray, context: np.ndarray,
+                  max_bytes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The integer counts behind :func:`prefix_signature` (SPEC §7), exact in float64 up to 2^53.
+
+    Args: as :func:`prefix_signature`.
+
+    Returns:
+        ``(counts, events)``: float64 (len(tokens), len(labels), len(context)), the number of positions
+        ``s < T-1`` with ``x_s = α``, ``x_{s+1} = ν`` and ``β`` among ``x_0..x_{s-1}``; and float64
+        (len(tokens),), the number of positions ``s < T-1`` with ``x_s = α``. Counts of several
+        corpora add up; the signature is ``counts / events``.
     """
     windows = as_array(windows, "windows")
     subsets = [as_array(ids, name) for ids, name in zip((tokens, labels, context), ("tokens", "labels", "context"))]
@@ -72,20 +91,19 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
     shape = (tokens.size, labels.size, context.size)
     check_dense_size(shape, max_bytes, "prefix signature", "pass fewer tokens, labels or context ids")
     check_vocab_tables(bound)
-
     # id -> index within each subset, -1 outside it; ids that do not occur in windows need no slot.
     present = bound  # ids that occur in windows are below it
     token_index, label_index, context_index = (_index_of(ids, present) for ids in (tokens, labels, context))
-    result = np.zeros(shape)
-    flat_result = result.reshape(-1)
-    events_of = np.zeros(tokens.size)  # positions s < T-1 holding α
+    counts = np.zeros(shape)
+    flat_counts = counts.reshape(-1)
+    events = np.zeros(tokens.size)  # positions s < T-1 holding α
     T = windows.shape[1]
     # A window has T-1 events with at most min(T-2, len(context)) pairs each; T also bounds its tokens.
     _, pieces = window_chunks(windows, bound,
                               chunk_tokens=T * max(1, _CHUNK_PAIRS // (T * max(1, min(T - 2, context.size)))))
     for _, chunk in pieces:  # int64 rows, converted one piece at a time
         alpha, nu = token_index[chunk[:, :-1]], label_index[chunk[:, 1:]]  # (r, T-1) each
-        events_of += np.bincount(alpha[alpha >= 0], minlength=tokens.size)
+        events += np.bincount(alpha[alpha >= 0], minlength=tokens.size)
         first_beta, before = _first_occurrences(context_index[chunk])
         r, s = np.nonzero((alpha >= 0) & (nu >= 0))
         # The first occurrences before (r, s) are first_beta[before[r, 0]:before[r, s]].
@@ -96,10 +114,8 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
         pair += np.arange(pair.size)
         flat = np.repeat((alpha[r, s] * labels.size + nu[r, s]) * context.size, n_pairs)
         flat += first_beta[pair]
-        np.add.at(flat_result, flat, 1.0)
-    # A token with no event has no counts either, so dividing its zeros by 1 leaves them.
-    result /= np.maximum(events_of, 1)[:, None, None]
-    return result
+        np.add.at(flat_counts, flat, 1.0)
+    return counts, events
 
 
 def _index_of(ids: np.ndarray, present: int) -> np.ndarray:

@@ -266,7 +266,7 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
         start = run.load_checkpoint(model, optimizer, batches)
         rows = [r for r in run.metric_rows() if r["epoch"] < start]
     else:
-        _write_members(out, model)
+        _write_members(run.path, model)
 
     bar = tqdm(range(start, cfg.train.epochs + 1), disable=not (sys.stderr.isatty() if progress is None else progress),
                desc=cfg.recipe, unit="epoch", initial=start, total=cfg.train.epochs + 1)

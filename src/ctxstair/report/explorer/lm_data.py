@@ -1,6 +1,6 @@
 """What the explorer of a language-model run shows (SPEC §7, §8 F7), computed from its files.
 
-Over steps, from ``alignment.csv``, ``lm_analysis.csv`` and ``metrics.jsonl``: ρ_next (Pearson and
+Over steps, from ``lm_analysis.csv`` and ``metrics.jsonl``: ρ_next (Pearson and
 Spearman), the prefix probe against its shuffled control, the attention-path correlation of each
 layer against its permutation null, the path shares of the embedding update, and the training and
 held-out losses — each measure that the run's analysis wrote. Per snapshot: the cosine matrix and
@@ -23,9 +23,10 @@ from ctxstair import rundir
 from ctxstair.alignment.pca import pca_paths
 from ctxstair.alignment.similarity import stacked_cosines
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
-from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
+from ctxstair.analysis.lm_staircase import TOKENS_FILE, measure_series, read_lm_analysis
 from ctxstair.errors import InputError
 from ctxstair.lm.corpus import SYNTHETIC_GROUPS
+from ctxstair.lm.schema import RHO_NEXT, RHO_NEXT_SPEARMAN
 from ctxstair.lm.semantics import word_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, rounded, series
@@ -97,8 +98,8 @@ def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], li
             groups.append({"name": name, "start": start, "end": len(words)})
     if len(words) >= MIN_WORDS:
         return words, groups, np.array(ids, dtype=np.int64)
-    if (run_dir / "lm_tokens.json").is_file():
-        tokens, name = np.asarray(rundir.read_json(run_dir, "lm_tokens.json")["tokens"][:FREQUENT_TOKENS]), \
+    if (run_dir / TOKENS_FILE).is_file():
+        tokens, name = np.asarray(rundir.read_json(run_dir, TOKENS_FILE)["tokens"][:FREQUENT_TOKENS]), \
             "most frequent tokens"
     else:  # trained with --no-analysis: no token counts; a BPE's merges come in order of frequency
         ids = np.arange(tokenizer.vocab_size)
@@ -112,16 +113,7 @@ def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], li
 
 def _panels(run_dir: Path) -> list[dict]:
     """The curve panels of every measure the run's files hold, ρ_next first and the losses last."""
-    panels = []
-    if (run_dir / "alignment.csv").is_file():
-        table = rundir.read_alignment(run_dir)
-        traces = [series(f"ρ_next ({column.capitalize()})", *rundir.alignment_series(table, "next_token", 0, column))
-                  for column in ("pearson", "spearman")]
-        if traces[0]["x"]:
-            panels.append({"id": "rho-next", "title": "ρ_next: embeddings vs next-token signatures (SPEC §7)",
-                           "ylabel": "correlation (upper triangle)", "traces": traces})
-    if (run_dir / LM_ANALYSIS).is_file():
-        panels += _analysis_panels(read_lm_analysis(run_dir))
+    panels = _analysis_panels(read_lm_analysis(run_dir)) if (run_dir / LM_ANALYSIS).is_file() else []
     panels.append(_loss_panel(rundir.read_metric_rows(run_dir)))
     return panels
 
@@ -131,6 +123,11 @@ def _analysis_panels(table: dict) -> list[dict]:
         return {**series(name or measure, *measure_series(table, measure, part)), **style}
 
     panels = []
+    if (table["measure"] == RHO_NEXT).any():
+        panels.append({"id": "rho-next", "title": "ρ_next: embeddings vs next-token signatures (SPEC §7)",
+                       "ylabel": "correlation (upper triangle)", "traces": [
+                           measured(RHO_NEXT, name="ρ_next (Pearson)"),
+                           measured(RHO_NEXT_SPEARMAN, name="ρ_next (Spearman)")]})
     if (table["measure"] == "probe_heldout_mse").any():
         panels.append({"id": "probe", "title": "Prefix probe: held-out MSE against its shuffled control",
                        "ylabel": "held-out MSE", "traces": [

@@ -1,15 +1,13 @@
-"""Released checkpoint series on the Hugging Face Hub: the SPEC §7 measurements revision by revision.
+"""Released checkpoint series on the Hugging Face Hub: the revisions of one repository as a checkpoint
+source.
 
 A released training run (Pythia: ``step0, step1, step2, step4, ..., step512, step1000, ...,
 step143000``; OLMo; others) is stored as the revisions (git branches) of one Hub repository.
 :func:`parse_revisions` turns ``--revisions`` into a list of them (explicit names, or ``log:N``
-chosen from the repository's ``step<N>`` refs, :func:`log_spaced`); :func:`prepare_series` tokenises
-the corpus once, with the tokenizer of the first revision (used for every revision);
-:func:`analyze_series` measures each revision in turn and returns what
-:func:`ctxstair.lm.hf.analyze_model` returns for a folder of checkpoints.
+chosen from the repository's ``step<N>`` refs, :func:`log_spaced`).
 
-Every file is resolved through ``huggingface_hub.hf_hub_download`` (:func:`revision_files`): it
-downloads, with its own progress bars, when online, and reads the local cache when offline
+Every file is resolved through ``huggingface_hub.hf_hub_download`` (:func:`fetch`): it downloads,
+with its own progress bars, when online, and reads the local cache when offline
 (``HF_HUB_OFFLINE=1``). Only what a measurement needs is fetched and read. ρ_next and the prefix
 probe need only the input embedding (:func:`read_input_embedding`): its parameter name comes from
 the model built from the revision's config on the ``meta`` device (no weights, any
@@ -17,52 +15,35 @@ the model built from the revision's config on the ``meta`` device (no weights, a
 ``model.safetensors`` or from the one shard that ``model.safetensors.index.json`` names for it — the
 model is never instantiated and the other shards are never fetched. Only a revision without any
 safetensors is read from ``pytorch_model.bin`` (or its shard index), with PyTorch's restricted
-unpickler ``torch.load(weights_only=True)``; the result says so (``weights``). The attention-path
-and path-share measures need the whole network, so for a Llama-family config (those
-:func:`ctxstair.models.decoder_hf.from_hf_weights` reads) and only then every weight file of the
-revision is fetched (:func:`read_state`). ``trust_remote_code`` is always False.
-
-With an output folder each revision's result is written atomically as it finishes
-(``revisions/<revision>.json`` and the embedding rows of T in ``revisions/<revision>.npz``), next to
-``series.json``, the settings; a resumed series reads finished revisions back instead of measuring
-them again, and refuses a folder made with other settings.
+unpickler (:func:`ctxstair.lm.checkpoints.safety.restricted_state_dict`); the checkpoint says so
+(``info["weights"]``). The attention-path and path-share measures need the whole network, so for a
+Llama-family config and only then every weight file of the revision is fetched (:func:`read_state`).
+``trust_remote_code`` is always False. The tokenizer is the first revision's and serves all of them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import functools
 import os
 import re
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 
 from ctxstair.errors import InputError
-from ctxstair.io import atomic_save_npz, atomic_write_text
-from ctxstair.lm.hf import (
-    ATTENTION_WINDOWS,
-    NEEDS_LLAMA,
-    PATH_WINDOWS,
-    PreparedCorpus,
-    assemble_result,
+from ctxstair.lm.checkpoints.base import (
+    Checkpoint,
+    Entry,
     built_model,
-    check_settings,
-    checkpoint_row,
-    embedding_measures,
+    embedding_parameter,
     first_line,
-    path_measures,
-    path_sample,
-    prepare_corpus,
+    llama_positions,
     quiet_transformers,
     read_json_file,
-    sampled_windows,
     weight_array,
 )
+from ctxstair.lm.checkpoints.safety import restricted_state_dict
 from ctxstair.lm.tokenizer import TextTokenizer
 
 #: A Hugging Face Hub model id, ``org/name``.
@@ -284,7 +265,7 @@ def read_input_embedding(files: RevisionFiles) -> tuple[np.ndarray, str, str]:
         :data:`SAFETENSORS` or :data:`PICKLE`, and ``"<tensor> in <file>"``. InputError if the
         revision has no weights holding it, or a shape other than the config's.
     """
-    name, prefix, shape = _embedding_parameter(files.config)
+    name, prefix, shape = embedding_parameter(files.config)
     names = [name, name.removeprefix(f"{prefix}."), f"{prefix}.{name}"]
     weights, layout = _weight_layout(files)
     if isinstance(layout, dict):  # a shard index: only the shard that holds the tensor is fetched
@@ -318,7 +299,7 @@ def read_state(files: RevisionFiles) -> dict:
             with safe_open(file, framework="pt") as tensors:
                 state.update({key: tensors.get_tensor(key) for key in tensors.keys()})  # noqa: SIM118 -- not a dict
         else:
-            state.update(_unpickle(file))
+            state.update(restricted_state_dict(file))
     return {key: tensor.to(torch.float32) for key, tensor in state.items()}
 
 
@@ -349,234 +330,42 @@ def _first_tensor(file: Path, weights: str, names: list[str]) -> tuple[str | Non
         with safe_open(file, framework="pt") as tensors:
             stored = next((name for name in names if name in tensors.keys()), None)  # noqa: SIM118 -- not a dict
             return stored, None if stored is None else tensors.get_tensor(stored)
-    state = _unpickle(file)
+    state = restricted_state_dict(file)
     stored = next((name for name in names if name in state), None)
     return stored, state.get(stored)
 
 
-def _embedding_parameter(config) -> tuple[str, str, tuple[int, ...]]:
-    """(parameter name, base-model prefix, shape) of ``get_input_embeddings().weight`` of the causal LM of
-    ``config``, built on the ``meta`` device: no memory, no weights."""
-    import torch
-    from transformers import AutoModelForCausalLM
+class HubSource:
+    """Revisions of one Hub model (module docstring), in step order."""
 
-    with quiet_transformers(), torch.device("meta"):
-        try:
-            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
-        except (ValueError, KeyError, ImportError, TypeError) as error:
-            raise InputError(f"cannot build a causal LM from the config {type(config).__name__}: "
-                             f"{first_line(error)}") from None
-    weight = model.get_input_embeddings().weight
-    name = next(name for name, parameter in model.named_parameters() if parameter is weight)
-    return name, model.base_model_prefix, tuple(weight.shape)
+    def __init__(self, repo_id: str, revisions: list[str]):
+        self.repo_id, self.name, self.revisions = repo_id, repo_id, in_step_order(revisions)
+        first = revision_files(repo_id, self.revisions[0])
+        self.tokenizer = TextTokenizer.load(fetch(repo_id, first.commit, "tokenizer.json"))
+        self.embedding_shape = embedding_parameter(first.config)[2]
+        self.vocab_rows = self.embedding_shape[0]
+        self.positions, self.no_model = llama_positions(first.config)
 
+    def entries(self) -> list[Entry]:
+        """One entry per revision, in step order."""
+        return [Entry(revision, revision_step(revision), functools.partial(self._load, revision))
+                for revision in self.revisions]
 
-def _unpickle(file: Path) -> dict:
-    """A pickled state dict through PyTorch's restricted unpickler (tensors and plain containers only,
-    no code), memory-mapped so that only the tensors read are paged in."""
-    import torch
+    def _load(self, revision: str, models: bool) -> Checkpoint:
+        """The revision's input embedding alone, plus the whole network when ``models`` and the first
+        revision's config is Llama-family."""
+        from ctxstair.models.decoder_hf import from_hf_weights
 
-    try:
-        state = torch.load(file, weights_only=True, map_location="cpu", mmap=True)
-    # Any failure means a file we will not read: torch raises UnpicklingError (without our importing
-    # pickle, which the safe-loading check forbids) for anything beyond tensors, others for corrupt files.
-    except Exception as error:
-        raise InputError(f"cannot read the pickled weights {file.name} with torch.load(weights_only=True): "
-                         f"{first_line(error)}") from None
-    if not isinstance(state, dict):
-        raise InputError(f"{file.name} holds a {type(state).__name__}, not a state dict")
-    return state
-
-
-# --- the series ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SeriesPlan:
-    """What :func:`analyze_series` measures (:func:`prepare_series`).
-
-    Attributes:
-        repo_id: ``org/name``.
-        revisions: the revisions, in step order.
-        embedding_shape: (V, d) of the first revision's input embedding, from its config; every
-            revision must have it.
-        prepared: the corpus, tokenised with the first revision's tokenizer (used for all).
-        sample: the ``paths`` record (:func:`ctxstair.lm.hf.path_sample`): None without paths.
-        settings: what ``series.json`` holds; a resumed series must match it.
-    """
-
-    repo_id: str
-    revisions: list[str]
-    embedding_shape: tuple[int, ...]
-    prepared: PreparedCorpus
-    sample: dict | None
-    settings: dict
-
-
-def series_settings(repo_id: str, revisions: list[str], corpus_text: str, corpus_name: str = "", k: int = 200,
-                    window: int = 128, max_tokens: int = 2_000_000, probe: bool = True, paths: bool = True,
-                    attention_windows: int = ATTENTION_WINDOWS, path_windows: int = PATH_WINDOWS) -> dict:
-    """The settings of a series, checked before anything is fetched: what ``series.json`` holds and a
-    resumed series must match (the measurement settings as :func:`ctxstair.lm.hf.analyze_model`;
-    ``revisions`` in step order, the first one's tokenizer serving all; the corpus by ``corpus_name``
-    and the SHA-256 of its text)."""
-    k, window, max_tokens, attention_windows, path_windows = check_settings(k, window, max_tokens,
-                                                                            attention_windows, path_windows)
-    revisions = in_step_order(revisions)
-    return {"model": repo_id, "revisions": revisions, "tokenizer_revision": revisions[0], "corpus": corpus_name,
-            "corpus_sha256": hashlib.sha256(corpus_text.encode("utf-8")).hexdigest(), "k": k, "window": window,
-            "max_tokens": max_tokens, "probe": bool(probe), "paths": bool(paths),
-            "attention_windows": attention_windows, "path_windows": path_windows}
-
-
-def prepare_series(settings: dict, corpus_text: str) -> SeriesPlan:
-    """The corpus side of a series (:func:`series_settings`), once: the first revision's config and
-    tokenizer are fetched and the corpus is tokenised with that tokenizer, which serves every revision
-    (SPEC §7). The vocabulary size V comes from the config's embedding shape (no weights read). With
-    ``paths`` the window sample is drawn when the config is Llama-family
-    (:func:`ctxstair.models.decoder_hf.decoder_config_from_hf`), else the record says why not."""
-    from ctxstair.models.decoder_hf import decoder_config_from_hf
-
-    repo_id, revisions = settings["model"], settings["revisions"]
-    first = revision_files(repo_id, revisions[0])
-    tokenizer = TextTokenizer.load(fetch(repo_id, first.commit, "tokenizer.json"))
-    shape = _embedding_parameter(first.config)[2]
-    prepared = prepare_corpus(tokenizer, shape[0], corpus_text, settings["k"], settings["window"],
-                              settings["max_tokens"], settings["probe"])
-    sample = None
-    if settings["paths"]:
-        try:
-            positions, why = decoder_config_from_hf(first.config, pretrained=True).max_seq_len, None
-        except InputError as error:
-            positions, why = None, f"{NEEDS_LLAMA}: {error}"
-        sample = path_sample(prepared.windows, positions, why, settings["attention_windows"], settings["path_windows"])
-    return SeriesPlan(repo_id, revisions, shape, prepared, sample, settings)
-
-
-def check_series_folder(out: str | os.PathLike, settings: dict, resume: bool = False, force: bool = False) -> None:
-    """InputError, before any work, when :func:`analyze_series` would refuse ``out``: it exists and
-    neither ``resume`` nor ``force`` is given, or ``resume`` finds a folder made with other settings."""
-    _series_folder(Path(out), settings, resume, force, create=False)
-
-
-def analyze_series(plan: SeriesPlan, out: str | os.PathLike | None = None, resume: bool = False, force: bool = False,
-                   on_revision: Callable[[dict, bool], None] | None = None,
-                   progress: Callable[[str], None] | None = None) -> dict:
-    """ρ_next, the held-out prefix probe and its baseline (SPEC §7) and, for Llama-family models, the
-    attention paths and path shares (SPEC §6.4) of every revision of ``plan``, one revision at a time.
-
-    Args:
-        plan: from :func:`prepare_series`.
-        out: folder for ``series.json`` and ``revisions/``; each revision's result is written there
-            atomically as it finishes. None: nothing is written.
-        resume: continue the series in ``out``: finished revisions are read back, not measured; a
-            folder made with other settings is refused. Without it an existing ``out`` is refused unless
-            ``force``, which removes it first.
-        on_revision: called with each revision's row and whether it was read back (finished before).
-        progress: called with one line before each revision is measured.
-
-    Returns:
-        the dict of :func:`ctxstair.lm.hf.analyze_model` (``source`` = the model id, one checkpoint per
-        revision with ``name`` = the revision and ``step`` from ``step<N>``), each row also with
-        ``commit`` and ``weights`` (:data:`SAFETENSORS` or :data:`PICKLE`), and ``tokenizer_revision``.
-    """
-    folder = None if out is None else _series_folder(Path(out), plan.settings, resume, force, create=True)
-    rows, W = [], []
-    for number, revision in enumerate(plan.revisions, 1):
-        finished = None if folder is None else _finished(folder, revision, plan.prepared.tokens.size)
-        if finished is None:
-            if progress is not None:
-                progress(f"[{number}/{len(plan.revisions)}] {revision}: fetching and measuring")
-            row, rows_T = _measure_revision(plan, revision, progress)
-            if folder is not None:
-                _write_revision(folder, revision, row, rows_T)
-        else:
-            row, rows_T = finished
-        if on_revision is not None:
-            on_revision(row, finished is not None)
-        rows.append(row)
-        W.append(rows_T)
-    result = assemble_result(plan.repo_id, plan.prepared, plan.sample, rows, np.stack(W))
-    result["tokenizer_revision"] = plan.settings["tokenizer_revision"]
-    return result
-
-
-def _measure_revision(plan: SeriesPlan, revision: str,
-                      progress: Callable[[str], None] | None) -> tuple[dict, np.ndarray]:
-    """One revision's row and its embedding rows of T (T, d) float64: the embedding alone, plus the whole
-    network when the plan measures paths."""
-    from ctxstair.models.decoder_hf import from_hf_weights
-
-    files = revision_files(plan.repo_id, revision)
-    W_E, weights, where = read_input_embedding(files)
-    if progress is not None:
-        note = " — no safetensors in this revision: restricted loader" if weights == PICKLE else ""
-        progress(f"    {revision} ({files.commit[:12]}): read {where} ({weights}){note}, shape {W_E.shape}")
-    if W_E.shape != plan.embedding_shape:
-        raise InputError(f"revision {revision} has embeddings of shape {W_E.shape}, unlike {plan.revisions[0]} "
-                         f"{plan.embedding_shape}: not one run")
-    tokens, V = plan.prepared.tokens, plan.prepared.vocab_size
-    row = {"name": revision, "step": revision_step(revision)}
-    if plan.sample is not None and plan.sample["skipped"] is None:
-        state = read_state(files)
-        model, _ = built_model(lambda: from_hf_weights(files.config, state))
-        row.update(path_measures(model, revision, *sampled_windows(plan.prepared.windows, plan.sample), tokens, V))
-    rows_T = W_E[tokens].astype(np.float64)
-    (measured,) = embedding_measures(plan.prepared, rows_T[None])
-    return {**checkpoint_row(row, measured), "commit": files.commit, "weights": weights}, rows_T
-
-
-def _series_folder(out: Path, settings: dict, resume: bool, force: bool, create: bool) -> Path:
-    """``out`` checked for a series with ``settings`` and, with ``create``, made ready: created with
-    ``series.json`` (an existing one removed first with ``force``), or, with ``resume``, the one there
-    kept. InputError naming the first setting that differs from the stored ones."""
-    settings = json.loads(json.dumps(settings))
-    if out.exists() and not resume:
-        if not force:
-            raise InputError(f"output directory {out} already exists; pass --resume to continue its series, "
-                             "or --force to replace it")
-        if not create:
-            return out
-        if out.is_dir():
-            shutil.rmtree(out)
-        else:
-            out.unlink()
-    file = out / "series.json"
-    if out.exists():
-        if not file.is_file():
-            raise InputError(f"{out} holds no series.json: not a Hub series to resume")
-        stored = read_json_file(file)
-        stored = stored if isinstance(stored, dict) else {}
-        differing = next((key for key in settings if stored.get(key) != settings[key]), None)
-        if differing is not None:
-            raise InputError(f"{out} holds a series with {differing} = {stored.get(differing)!r}, not "
-                             f"{settings[differing]!r}: resume it with its own settings, or use another --out")
-        return out
-    if create:
-        out.mkdir(parents=True)
-        atomic_write_text(file, json.dumps(settings, indent=2) + "\n")
-    return out
-
-
-def _revision_file(folder: Path, revision: str, suffix: str) -> Path:
-    # Quoted so that any revision name (a branch may hold "/") is one file name.
-    return folder / "revisions" / f"{quote(revision, safe='')}{suffix}"
-
-
-def _write_revision(folder: Path, revision: str, row: dict, rows_T: np.ndarray) -> None:
-    """A finished revision: its embedding rows first, then its row, whose file marks it finished."""
-    atomic_save_npz(_revision_file(folder, revision, ".npz"), {"embedding_rows": rows_T})
-    atomic_write_text(_revision_file(folder, revision, ".json"), json.dumps(row, indent=2) + "\n")
-
-
-def _finished(folder: Path, revision: str, n_tokens: int) -> tuple[dict, np.ndarray] | None:
-    """The row and embedding rows of a revision finished in an earlier run, or None when it is not."""
-    row_file, rows_file = _revision_file(folder, revision, ".json"), _revision_file(folder, revision, ".npz")
-    if not (row_file.is_file() and rows_file.is_file()):
-        return None
-    row = read_json_file(row_file)
-    with np.load(rows_file, allow_pickle=False) as stored:
-        rows_T = stored["embedding_rows"]
-    if not isinstance(row, dict) or row.get("name") != revision or rows_T.shape[0] != n_tokens:
-        raise InputError(f"{row_file} is not the result of revision {revision} for this series")
-    return row, rows_T
+        files = revision_files(self.repo_id, revision)
+        W_E, weights, where = read_input_embedding(files)
+        if W_E.shape != self.embedding_shape:
+            raise InputError(f"revision {revision} has embeddings of shape {W_E.shape}, unlike {self.revisions[0]} "
+                             f"{self.embedding_shape}: not one run")
+        model = why = None
+        if models and self.positions is not None:
+            state = read_state(files)
+            model, why = built_model(lambda: from_hf_weights(files.config, state))
+        elif models:
+            why = self.no_model
+        return Checkpoint(revision, revision_step(revision), W_E, model, why,
+                          {"commit": files.commit, "weights": weights, "read": where})

@@ -1,0 +1,276 @@
+"""``ctxstair analyze-model``: the LM staircase measurement (:mod:`ctxstair.lm.staircase`, SPEC §6.4, §7)
+of every checkpoint of a source (:mod:`ctxstair.lm.checkpoints`: a Hugging Face folder, a folder of
+its checkpoints, a GGUF file, an LM run of ours, revisions of a Hub model), one checkpoint at a time.
+
+The corpus side is built once (:func:`text_setup`: a text tokenised with the source's tokenizer, cut
+into non-overlapping windows; or, for our own LM runs, the run's training windows,
+:func:`ctxstair.lm.staircase.run_setup`). Each checkpoint is then read, measured whole — ρ_next and
+the probe on its embedding rows, the attention paths and path shares on its network when it is
+Llama-family — and let go, so a long series never sits in memory. Each checkpoint's probe is fitted on
+its own, the arithmetic of the live monitor.
+
+With an output folder (``--out``) each checkpoint's row is written atomically as it finishes
+(``checkpoints/<name>.json`` and its embedding rows of T in ``checkpoints/<name>.npz``, next to
+``series.json``, the settings); a resumed analysis reads the finished checkpoints back instead of
+measuring them again, and refuses a folder made with other settings. At the end
+:func:`write_result` adds ``analysis.json`` (every row, in the one schema of
+:mod:`ctxstair.lm.schema`) and ``similarity.npz`` (``S^next`` and the last checkpoint's ``S^emb``), which
+the report draws (:func:`ctxstair.report.lm_figures.analysis_figure`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+
+from ctxstair import rundir
+from ctxstair.alignment.similarity import stacked_cosines
+from ctxstair.checks import int_in_range
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_save_npz, atomic_write_text
+from ctxstair.lm.checkpoints import NEEDS_LLAMA, Source
+from ctxstair.lm.checkpoints.base import read_json_file
+from ctxstair.lm.schema import MEASURES, split_key
+from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
+
+#: The settings file of an analysis folder; a resumed analysis must match it.
+SETTINGS_FILE = "series.json"
+RESULT_FILE, SIMILARITY_FILE = "analysis.json", "similarity.npz"
+CHECKPOINT_DIR = "checkpoints"
+#: The defaults of ``analyze-model``'s corpus: tokens per window, and at most this many tokens.
+WINDOW, MAX_TOKENS = 128, 2_000_000
+
+
+def text_setup(source: Source, text: str, settings: StaircaseSettings, window: int = WINDOW,
+               max_tokens: int = MAX_TOKENS) -> StaircaseSetup:
+    """The setup of a corpus text for a source: tokenised with the source's tokenizer, cut to
+    ``max_tokens`` tokens and into non-overlapping windows of ``window`` tokens (the tail dropped).
+    InputError if the corpus uses an id the embedding matrix has no row for, or has fewer than 4
+    word-like tokens."""
+    from ctxstair.lm.windows import make_windows
+
+    window = int_in_range(window, "window", 2)
+    max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
+    ids = source.tokenizer.encode(text, max_tokens=max_tokens)
+    # Embedding matrices may be padded beyond the tokenizer, and tokenizers may list special tokens
+    # beyond the matrix; only the ids the corpus actually uses need a row.
+    if ids.size and ids.max() >= source.vocab_rows:
+        raise InputError(f"the corpus uses token id {ids.max()}, but the embedding matrix has only "
+                         f"{source.vocab_rows} rows")
+    return StaircaseSetup.from_windows(make_windows(ids, window), source.tokenizer, settings,
+                                       vocab_size=source.vocab_rows)
+
+
+def series_settings(identity: dict, corpus: dict, settings: StaircaseSettings) -> dict:
+    """What ``series.json`` holds and a resumed analysis must match: the source
+    (:func:`ctxstair.lm.checkpoints.source_identity`),
+    the corpus (its name and the SHA-256 of its text, window and token limit, or the run's own
+    windows) and the measurement settings."""
+    return json.loads(json.dumps({**identity, "corpus": corpus, "settings": settings.to_dict()}))
+
+
+def corpus_record(name: str, text: str | None, window: int, max_tokens: int) -> dict:
+    """The corpus part of :func:`series_settings`: a text by name and SHA-256, or (``text`` None) the
+    training windows of the LM run being analysed."""
+    if text is None:
+        return {"name": name, "windows": "the run's training windows"}
+    return {"name": name, "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "window": window,
+            "max_tokens": max_tokens}
+
+
+def check_same_series(settings: dict) -> Callable[[Path], None]:
+    """A check for :func:`ctxstair.io.claim_output`: InputError unless a folder holds an analysis with
+    ``settings``, naming the first setting that differs."""
+
+    def same(folder: Path) -> None:
+        file = folder / SETTINGS_FILE
+        if not file.is_file():
+            raise InputError(f"{folder} holds no {SETTINGS_FILE}: not an analysis to resume")
+        stored = read_json_file(file)
+        stored = stored if isinstance(stored, dict) else {}
+        differing = next((key for key in settings if stored.get(key) != settings[key]), None)
+        if differing is not None:
+            raise InputError(f"{folder} holds an analysis with {differing} = {stored.get(differing)!r}, not "
+                             f"{settings[differing]!r}: resume it with its own settings, or use another --out")
+
+    return same
+
+
+def write_settings(settings: dict) -> Callable[[Path], None]:
+    """The ``start`` of :func:`ctxstair.io.claim_output`: a new analysis folder begins with ``series.json``."""
+    return lambda folder: atomic_write_text(folder / SETTINGS_FILE, json.dumps(settings, indent=2) + "\n")
+
+
+def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
+            on_row: Callable[[dict, bool], None] | None = None,
+            progress: Callable[[str], None] | None = None) -> dict:
+    """Measure every checkpoint of ``source`` against ``setup`` (module docstring).
+
+    Args:
+        source: the checkpoints (:func:`ctxstair.lm.checkpoints.open_source`).
+        setup: the corpus side; its ``vocab_size`` must be the source's embedding rows.
+        folder: an output folder already claimed (``series.json`` in it): each checkpoint's row is
+            written there as it finishes, and rows finished before are read back. None: nothing is
+            written.
+        on_row: called with each checkpoint's row and whether it was read back.
+        progress: called with one line before each checkpoint is read, and with what was read.
+
+    Returns:
+        dict: ``source``; ``setup`` (:meth:`StaircaseSetup.record`); ``paths_skipped`` (why the
+        attention-path and path-share measures are missing, None when they are not); ``checkpoints``:
+        one row per checkpoint, ``name`` and ``step`` with the measures of :mod:`ctxstair.lm.schema`
+        (and where a Hub revision's weights came from); ``similarity`` (not JSON): ``next`` (T, T)
+        ``S^next`` and ``embedding`` (T, T) the last checkpoint's ``S^emb``.
+    """
+    V, entries = source.vocab_rows, source.entries()
+    paths = setup.settings.paths and source.positions is not None
+    skipped = None if not setup.settings.paths or paths else (source.no_model or f"{NEEDS_LLAMA}: no model")
+    rows, last = [], None
+    for number, entry in enumerate(entries, 1):
+        finished = None if folder is None else _finished(folder, entry.name, setup.tokens.size)
+        if finished is None:
+            if progress is not None:
+                progress(f"[{number}/{len(entries)}] {entry.name}: reading and measuring")
+            row, W = _measure(entry, setup, V, paths, progress)
+            skipped = skipped or row.pop("no_model", None)
+            if folder is not None:
+                _write_checkpoint(folder, entry.name, row, W)
+        else:
+            row, W = finished
+        if on_row is not None:
+            on_row(row, finished is not None)
+        rows.append(row)
+        last = W
+    similarity = {"next": setup.next_cosines(V), "embedding": stacked_cosines(last[None])[0]}
+    return {"source": source.name, "setup": setup.record(), "paths_skipped": skipped, "checkpoints": rows,
+            "similarity": similarity}
+
+
+def analyze_model(model: str | os.PathLike, corpus: str | None = None, settings: StaircaseSettings | None = None, *,
+                  window: int = WINDOW, max_tokens: int = MAX_TOKENS, revisions: str | None = None,
+                  out: str | os.PathLike | None = None, resume: bool = False, force: bool = False,
+                  on_start: Callable[[Source, StaircaseSetup], None] | None = None,
+                  on_row: Callable[[dict, bool], None] | None = None, progress: Callable[[str], None] | None = None,
+                  finish: Callable[[Path], None] | None = None) -> dict:
+    """``ctxstair analyze-model`` as one call: open the source, build the setup, measure every checkpoint.
+
+    Args:
+        model: a checkpoint source (:func:`ctxstair.lm.checkpoints.open_source`): a Hugging Face
+            folder, a folder of checkpoints, a GGUF file, ``smollm2``, an LM run of ours, or a Hub
+            model id ``org/name``.
+        corpus: the corpus (:func:`ctxstair.lm.corpus.load_text`: ``synthetic``, a fetched name, a
+            file or folder); None for an LM run of ours: its own training windows.
+        settings: the measurement's (default :class:`StaircaseSettings`).
+        window, max_tokens: the corpus's windows (:func:`text_setup`).
+        revisions: Hub model only: ``step0,step1000`` or ``log:N``
+            (:func:`ctxstair.lm.checkpoints.hub.parse_revisions`).
+        out, resume, force: the output folder and its rule (:func:`ctxstair.io.claim_output`): each
+            checkpoint written as it finishes, finished ones read back on ``resume``, an existing one
+            replaced with ``force`` once the new analysis is complete. Refused before anything is read.
+        on_start: called with the source and the setup before the first checkpoint is read.
+        on_row, progress: as :func:`analyze`.
+        finish: called with the output folder once ``analysis.json`` is written, before the folder is
+            complete (the command line draws the figure there).
+
+    Returns:
+        :func:`analyze`'s dict, with ``corpus``.
+    """
+    from ctxstair.io import check_output, claim_output
+    from ctxstair.lm.checkpoints import open_source, source_identity
+    from ctxstair.lm.checkpoints.hub import hub_id, parse_revisions
+    from ctxstair.lm.corpus import load_text
+    from ctxstair.lm.staircase import run_setup
+
+    settings = settings or StaircaseSettings()
+    if resume and force:
+        raise InputError("resume continues the analysis in the output folder and force replaces it: pass one of them")
+    if resume and out is None:
+        raise InputError("resume needs an output folder: the folder of the analysis to continue")
+    repo_id = hub_id(model)
+    if repo_id is None and revisions is not None:
+        raise InputError(f"revisions are for a Hugging Face Hub model id (org/name that is not an existing path), "
+                         f"not {model}")
+    names = None if repo_id is None else parse_revisions(repo_id, revisions)
+    if corpus is None and rundir.directory_kind(model) != rundir.LM_RUN:
+        raise InputError(f"a corpus is needed for {model}: only an LM run directory of ours brings its own")
+    text = None if corpus is None else load_text(corpus)
+    record = corpus_record(corpus or "the run's corpus", text, window, max_tokens)
+    stored = series_settings(source_identity(model, names), record, settings)
+    same = check_same_series(stored)
+    if out is not None:
+        check_output(out, resume=resume, force=force, same=same)
+    source = open_source(model, names)
+    setup = run_setup(source.run, settings) if text is None else text_setup(source, text, settings, window, max_tokens)
+    if on_start is not None:
+        on_start(source, setup)
+    output = None if out is None else claim_output(out, resume=resume, force=force, start=write_settings(stored),
+                                                   same=same)
+    result = analyze(source, setup, None if output is None else output.path, on_row, progress)
+    result["corpus"] = record
+    if output is not None:
+        write_result(output.path, result)
+        if finish is not None:
+            finish(output.path)
+        output.commit()
+    return result
+
+
+def _measure(entry, setup: StaircaseSetup, V: int, paths: bool,
+             progress: Callable[[str], None] | None) -> tuple[dict, np.ndarray]:
+    """One checkpoint's row and its embedding rows of T (T, d) float64."""
+    checkpoint = entry.load(paths)
+    if progress is not None and "read" in checkpoint.info:
+        progress(f"    {entry.name}: read {checkpoint.info['read']} ({checkpoint.info['weights']}), "
+                 f"shape {checkpoint.W_E.shape}")
+    if checkpoint.W_E.shape[0] != V:
+        raise InputError(f"checkpoint {entry.name} has {checkpoint.W_E.shape[0]} embedding rows, unlike the "
+                         f"{V} of its source: not one series")
+    W = checkpoint.W_E[setup.tokens].astype(np.float64)
+    row = {"name": entry.name, "step": entry.step,
+           **{k: v for k, v in checkpoint.info.items() if k != "read"},
+           **setup.measure_embeddings(W[None], V)[0]}
+    if paths and checkpoint.model is not None:
+        row.update(setup.measure_paths(checkpoint.model, V))
+    elif paths:
+        row["no_model"] = checkpoint.no_model
+    return row, W
+
+
+def write_result(folder: Path, result: dict) -> None:
+    """``analysis.json`` (the result without its similarity arrays; NaN as null) and ``similarity.npz``
+    in ``folder``, each atomically."""
+    rundir.write_json(folder, RESULT_FILE, {key: value for key, value in result.items() if key != "similarity"})
+    atomic_save_npz(folder / SIMILARITY_FILE, result["similarity"])
+
+
+def _checkpoint_file(name: str, suffix: str) -> str:
+    # Quoted so that any checkpoint name (a branch may hold "/") is one file name.
+    return f"{CHECKPOINT_DIR}/{quote(name, safe='')}{suffix}"
+
+
+def _write_checkpoint(folder: Path, name: str, row: dict, W: np.ndarray) -> None:
+    """A finished checkpoint: its embedding rows first, then its row (NaN as null), whose file marks it
+    finished."""
+    atomic_save_npz(folder / _checkpoint_file(name, ".npz"), {"embedding_rows": W})
+    rundir.write_json(folder, _checkpoint_file(name, ".json"), row)
+
+
+def _finished(folder: Path, name: str, n_tokens: int) -> tuple[dict, np.ndarray] | None:
+    """The row and embedding rows of a checkpoint finished in an earlier run, or None when it is not."""
+    row_file, rows_file = folder / _checkpoint_file(name, ".json"), folder / _checkpoint_file(name, ".npz")
+    if not (row_file.is_file() and rows_file.is_file()):
+        return None
+    row = read_json_file(row_file)
+    with np.load(rows_file, allow_pickle=False) as stored:
+        W = stored["embedding_rows"]
+    if not isinstance(row, dict) or row.get("name") != name or W.shape[0] != n_tokens:
+        raise InputError(f"{row_file} is not the result of checkpoint {name} for this analysis")
+    # null in JSON is an undefined measure: NaN, as the measurement returned it
+    return {key: float("nan") if value is None and split_key(key)[0] in MEASURES else value
+            for key, value in row.items()}, W

@@ -1,0 +1,150 @@
+"""What every checkpoint source yields (SPEC §7): :class:`Checkpoint` and :class:`Entry`, the
+:class:`Source` interface, and the small helpers the sources share."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from ctxstair.errors import InputError
+
+if TYPE_CHECKING:
+    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.models import DecoderLM
+
+#: Why the attention-path and path-share measures are missing for a model that is not Llama-family.
+NEEDS_LLAMA = "the attention-path and path-share measures need a Llama-family model"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One model state, read.
+
+    Attributes:
+        name: what it is (a directory, file, snapshot or revision name).
+        step: its training step, None for a single model or a revision such as ``main``.
+        W_E: (V, d) input-embedding rows, float32 (float64 if stored so; bf16 and fp16 as float32);
+            V may exceed the tokenizer's vocabulary (padded embedding matrices).
+        model: with ``models=True``, the whole network as a float32 :class:`~ctxstair.models.DecoderLM`
+            in eval mode when it is a Llama-family model; else None.
+        no_model: why ``model`` is None (None when it is not, or when models were not asked for).
+        info: what the source records of where the weights came from (a Hub revision's ``commit``
+            and how its ``weights`` were read).
+    """
+
+    name: str
+    step: int | None
+    W_E: np.ndarray
+    model: DecoderLM | None = None
+    no_model: str | None = None
+    info: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A checkpoint of a source, named but not read: ``load(models)`` reads it (:class:`Checkpoint`)."""
+
+    name: str
+    step: int | None
+    load: Callable[[bool], Checkpoint]
+
+
+class Source(Protocol):
+    """A checkpoint source: a Hugging Face folder, a folder of ``checkpoint-<step>`` folders, a GGUF
+    file, an LM run directory of ours, or revisions of a Hub model.
+
+    Attributes:
+        name: what was asked for, as the user wrote it.
+        tokenizer: the tokenizer every checkpoint is measured with.
+        vocab_rows: V, the rows of the input embedding (known before any weight is read).
+        positions: the model's ``max_seq_len`` when it is Llama-family (the measure of its attention
+            paths), else None, with ``no_model`` saying why.
+    """
+
+    name: str
+    tokenizer: TextTokenizer
+    vocab_rows: int
+    positions: int | None
+    no_model: str | None
+
+    def entries(self) -> list[Entry]:
+        """Its checkpoints in step order, not yet read."""
+
+
+def weight_array(weight) -> np.ndarray:
+    """A torch weight as numpy: float32 and float64 as they are, other floats (bf16) as float32."""
+    import torch
+
+    weight = weight.detach().cpu()
+    return (weight if weight.dtype in (torch.float32, torch.float64) else weight.float()).numpy()
+
+
+def built_model(build: Callable[[], DecoderLM]) -> tuple[DecoderLM | None, str | None]:
+    """``(build(), None)``, or ``(None, why)`` when it raises InputError."""
+    try:
+        return build(), None
+    except InputError as error:
+        return None, str(error)
+
+
+def llama_positions(config) -> tuple[int | None, str | None]:
+    """``(max_seq_len, None)`` of a ``transformers`` config that a :class:`~ctxstair.models.DecoderLM`
+    can hold (Llama-family), else ``(None, why)``."""
+    from ctxstair.models.decoder_hf import decoder_config_from_hf
+
+    try:
+        return decoder_config_from_hf(config, pretrained=True).max_seq_len, None
+    except InputError as error:
+        return None, f"{NEEDS_LLAMA}: {error}"
+
+
+def read_json_file(file: Path) -> object:
+    """The parsed JSON of ``file``; InputError naming it if unreadable."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"cannot read {file}: {first_line(error)}") from None
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type name when the message is empty), for one-line errors."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def embedding_parameter(config) -> tuple[str, str, tuple[int, ...]]:
+    """(parameter name, base-model prefix, shape) of ``get_input_embeddings().weight`` of the causal LM of
+    a ``transformers`` config, built on the ``meta`` device: no memory, no weights."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with quiet_transformers(), torch.device("meta"):
+        try:
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+        except (ValueError, KeyError, ImportError, TypeError) as error:
+            raise InputError(f"cannot build a causal LM from the config {type(config).__name__}: "
+                             f"{first_line(error)}") from None
+    weight = model.get_input_embeddings().weight
+    name = next(name for name, parameter in model.named_parameters() if parameter is weight)
+    return name, model.base_model_prefix, tuple(weight.shape)

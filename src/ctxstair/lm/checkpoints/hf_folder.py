@@ -1,0 +1,93 @@
+"""Checkpoints saved by Hugging Face ``transformers``: a causal-LM folder (``config.json``, safetensors
+weights, ``tokenizer.json``), or a folder of ``checkpoint-<step>`` folders from one run (a
+``Trainer`` output), one checkpoint per step; a model saved at the top of such a folder next to its
+checkpoints is not read (the curve is what is asked for; the final model is usually the last
+checkpoint). Weights go through ``AutoModelForCausalLM.from_pretrained(..., local_files_only=True,
+use_safetensors=True, trust_remote_code=False)`` after the safety check of
+:mod:`ctxstair.lm.checkpoints.safety`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from ctxstair.errors import InputError
+from ctxstair.lm.checkpoints.base import (
+    NEEDS_LLAMA,
+    Checkpoint,
+    Entry,
+    built_model,
+    embedding_parameter,
+    first_line,
+    llama_positions,
+    quiet_transformers,
+    weight_array,
+)
+from ctxstair.lm.checkpoints.safety import check_safe_weights
+from ctxstair.lm.tokenizer import TextTokenizer
+
+_CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
+
+
+def checkpoint_folders(path: Path) -> list[tuple[int, Path]]:
+    """The ``checkpoint-<step>`` folders of ``path``, by step ([] when it has none)."""
+    return sorted((int(m.group(1)), p) for p in path.iterdir()
+                  if p.is_dir() and (m := _CHECKPOINT_DIR.fullmatch(p.name)))
+
+
+class HFFolderSource:
+    """A Hugging Face model folder, or a folder of its checkpoints (module docstring)."""
+
+    def __init__(self, path: Path, name: str | None = None):
+        steps = checkpoint_folders(path)
+        self.folders: list[tuple[int | None, Path]] = steps or [(None, path)]
+        first = self.folders[0][1]
+        self.name = name or str(path)
+        self.tokenizer = TextTokenizer.from_pretrained_dir(first if (first / "tokenizer.json").is_file() else path)
+        config = _config(first)
+        self.vocab_rows = embedding_parameter(config)[2][0]
+        self.positions, self.no_model = llama_positions(config)
+        self.path = path
+
+    def entries(self) -> list[Entry]:
+        """One entry per folder, by step."""
+        return [Entry(folder.name, step, functools.partial(_load, folder, step)) for step, folder in self.folders]
+
+
+def _config(folder: Path):
+    """The ``transformers`` config of the model saved in ``folder``."""
+    from transformers import AutoConfig
+
+    check_safe_weights(folder)
+    with quiet_transformers():
+        try:
+            return AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        except (OSError, ValueError, KeyError) as error:
+            raise InputError(f"cannot load the model in {folder}: {first_line(error)}") from None
+
+
+def _load(folder: Path, step: int | None, models: bool) -> Checkpoint:
+    """``get_input_embeddings().weight`` of the causal LM saved in ``folder`` and, with ``models``, the
+    model as a float32 DecoderLM (or None and why: not Llama-family)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ctxstair.models.decoder_hf import from_hf_weights
+
+    check_safe_weights(folder)
+    with quiet_transformers():
+        try:
+            # use_safetensors=True: never fall back to pytorch_model.bin (a pickle), whatever the
+            # transformers version; trust_remote_code=False: refuse (rather than prompt for) custom code.
+            model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, use_safetensors=True,
+                                                         trust_remote_code=False)
+        except (OSError, ValueError, KeyError) as error:
+            raise InputError(f"cannot load the model in {folder}: {first_line(error)}") from None
+    W_E = weight_array(model.get_input_embeddings().weight)
+    if not models:
+        return Checkpoint(folder.name, step, W_E)
+    decoder, why = built_model(lambda: from_hf_weights(
+        model.config, {name: tensor.detach().to(torch.float32) for name, tensor in model.state_dict().items()}))
+    return Checkpoint(folder.name, step, W_E, decoder, None if why is None else f"{NEEDS_LLAMA}: {why}")

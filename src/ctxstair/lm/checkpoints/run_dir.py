@@ -1,0 +1,51 @@
+"""An LM run directory of this project (:mod:`ctxstair.lm.train`): one checkpoint per snapshot
+(``snapshots/step_XXXXXXXX.safetensors``), read through :class:`ctxstair.run.Run`, so every snapshot
+is checked against its SHA-256 on load; with ``models`` each carries the run's DecoderLM
+(``config.yaml``) with the snapshot's weights, in float32."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from ctxstair.errors import InputError
+from ctxstair.lm.checkpoints.base import Checkpoint, Entry, built_model, first_line, weight_array
+from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.run import Run
+
+
+class RunSource:
+    """An LM run directory (module docstring)."""
+
+    def __init__(self, path: Path, name: str | None = None):
+        self.run, self.name = Run(path), name or str(path)
+        self.tokenizer = TextTokenizer.load(path / "tokenizer.json")
+        self.vocab_rows = self.tokenizer.vocab_size  # the run's W_E has one row per token of its tokenizer
+        self.positions, self.no_model = self.run.config.corpus.window, None
+        self.steps = self.run.snapshot_times()
+        if not self.steps:
+            raise InputError(f"{path / 'snapshots'} holds no snapshot: was the run trained with snapshots?")
+
+    def entries(self) -> list[Entry]:
+        """One entry per snapshot, by step; named as the snapshot files (``step_00000050``)."""
+        unit = self.run.time_unit
+        return [Entry(f"{unit}_{step:08d}", step, functools.partial(self._load, step)) for step in self.steps]
+
+    def _load(self, step: int, models: bool) -> Checkpoint:
+        state = self.run.snapshot(step)  # checked against its SHA-256
+        if "W_E" not in state:
+            raise InputError(f"the snapshot of step {step} in {self.run.path} has no W_E tensor")
+        model, why = built_model(lambda: _decoder(self.run, state, step)) if models else (None, None)
+        return Checkpoint(f"{self.run.time_unit}_{step:08d}", step, weight_array(state["W_E"]), model, why)
+
+
+def _decoder(run: Run, state: dict, step: int):
+    """The float32 DecoderLM of the run with a snapshot's weights; InputError if the snapshot is not
+    that model's whole state."""
+    import torch
+
+    try:
+        return run.model(state, torch.float32).eval()
+    except (RuntimeError, KeyError) as error:  # load_state_dict's missing, unexpected or misshapen tensors
+        raise InputError(f"the snapshot of step {step} is not the whole state of the DecoderLM that "
+                         f"{run.path / 'config.yaml'} describes: {first_line(error)}") from None
