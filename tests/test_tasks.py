@@ -262,7 +262,7 @@ def test_label_law_params():
         tasks.make("label_law", anchor=50)  # collides with context ids 0..50
 
 
-# ----------------------------------------------------------------------------- composite (§9)
+# ----------------------------------------------------------------------------- composite (SPEC §9)
 
 
 def _composite_parts(X, pos):
@@ -322,7 +322,7 @@ def test_composite_options():
         tasks.make("composite", anchors=(1, 2, 3, 25))  # collides with keys
 
 
-# ----------------------------------------------------------------------------- reasoning vs memory (§9)
+# ----------------------------------------------------------------------------- reasoning vs memory (SPEC §9)
 
 
 def test_reason_memory():

@@ -296,7 +296,7 @@ def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all", cross_shi
 
 
 # --------------------------------------------------------------------------------------------
-# §9 anchor functions: the composite task
+# SPEC §9 anchor functions: the composite task
 # --------------------------------------------------------------------------------------------
 
 
@@ -483,7 +483,7 @@ def _composite_eval_sets(rng: np.random.Generator, n: int, combos: np.ndarray, i
 
 
 # --------------------------------------------------------------------------------------------
-# §9 reasoning vs memory anchors (arXiv 2502.04375)
+# SPEC §9 reasoning vs memory anchors (arXiv 2502.04375)
 # --------------------------------------------------------------------------------------------
 
 

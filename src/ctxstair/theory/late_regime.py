@@ -13,8 +13,8 @@ reachable order ``L−1`` dominates. What the expansion of :mod:`ctxstair.theory
   ``(m+1)! S(K−1, m+1) + m! S(K−1, m) = B_m(K) + m! S(K−1, m)``. ``B_m(K)`` counts only the patterns
   in which ``w_α`` itself also appears (``l >= 1``); the patterns with ``l = 0`` add
   ``m! S(K−1, m)``, relatively ``≈ (m/(m+1))^{K−1}`` — negligible only for ``K ≫ m``.
-* The order-m term also carries ``C(L−1, m)`` (the number of m-sets of context positions, SPEC
-  §6.1), so the *ratio* of order m to order 0 is ``C(L−1, m) N_m(K)``, and
+* The order-m term also carries ``C(L−1, m)`` (the number of m-sets of context positions,
+  SPEC §6.1), so the *ratio* of order m to order 0 is ``C(L−1, m) N_m(K)``, and
   ``Σ_m C(L−1, m) N_m(K) = L^{K−1}`` (every factor of ``h^{K−1}`` picks one of the L positions).
 * These counts become the norm ratios only if every product ``w_α^{l} Π_r w_{β_r}^{n_r}`` is the
   same vector, i.e. when all embeddings are (nearly) equal — the collinear state of a plateau. Then,

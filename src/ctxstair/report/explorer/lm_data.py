@@ -64,7 +64,7 @@ def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
         "kind": "lm", "unit": "step", "title": _title(run_dir),
         "lead": ("Move the slider or press play: the word groups' embeddings at that step (PCA and cosines), and "
                  "where the step sits on ρ_next — the alignment of the embeddings with the next-token signatures "
-                 "(SPEC §7) — and the other measures of the run."),
+                 "(SPEC §7, docs/science.md) — and the other measures of the run."),
         "times": [int(t) for t in times], "words": words, "token_ids": ids.tolist(), "groups": groups,
         "S_emb": rounded(stacked_cosines(E)),
         "pca": {"fixed": rounded(paths["fixed"]), "procrustes": rounded(paths["procrustes"])},

@@ -59,7 +59,7 @@ def run_payload(run_dir: str | Path, member: int = 0, page_dir: str | Path | Non
         "title": _title(run_dir, config, member, members),
         "lead": ("Move the slider or press play: the cosine matrix of the task tokens' embeddings, S^emb, "
                  "starts near the order-0 signatures' geometry and moves towards the order-1 one "
-                 "(SPEC §3). Hover a cell for its pair of tokens and value, a point for its token."),
+                 "(SPEC §3, docs/science.md). Hover a cell for its pair of tokens and value, a point for its token."),
         "times": [int(t) for t in times], "tokens": [str(int(t)) for t in sigs.tokens],
         "S_emb": rounded(stacked_cosines(E)), "S_sig0": rounded(signature_cosine(sigs.orders[0])),
         "sig1": _order1(sigs), **_curves(run_dir, member),
