@@ -1,4 +1,4 @@
-"""Tests for ctxstair.lm.hub and ``ctxstair analyze-model ORG/NAME --revisions`` (SPEC §7): released
+"""Tests for ctxstair.lm.checkpoints.hub and ``ctxstair analyze-model ORG/NAME --revisions`` (SPEC §7): released
 checkpoint series read revision by revision through huggingface_hub. Nothing is downloaded: every
 test runs offline (HF_HUB_OFFLINE=1) on a Hub cache written here — ``models--org--name/refs/<revision>``
 holding a commit hash, the files in ``snapshots/<hash>/`` — with tiny random GPT-NeoX and Llama models."""
@@ -17,31 +17,28 @@ import pytest
 import torch
 import transformers
 from huggingface_hub import constants
+from model_helpers import save_llama
 from safetensors.torch import load_file, save_file
-from test_hf import save_llama
 
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm import hub
-from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.hf import NEEDS_LLAMA, analyze_model
-from ctxstair.lm.hub import (
+from ctxstair.lm.analyze import analyze_model
+from ctxstair.lm.checkpoints import NEEDS_LLAMA, hub
+from ctxstair.lm.checkpoints.hub import (
     PICKLE,
     SAFETENSORS,
-    analyze_series,
     hub_id,
     log_spaced,
     parse_revisions,
-    prepare_series,
     read_input_embedding,
     revision_files,
-    series_settings,
 )
+from ctxstair.lm.corpus import synthetic_corpus
 from ctxstair.lm.tokenizer import TextTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 REVISIONS = ["step0", "step1", "step4", "step16"]
-#: Settings small enough for the tiny models and the synthetic corpus of test_hf.
+#: Settings small enough for the tiny models and the synthetic corpus of test_analyze_model.
 SETTINGS = {"k": 20, "window": 16, "attention_windows": 4, "path_windows": 2}
 
 
@@ -64,7 +61,7 @@ class FakeHub:
 
 @pytest.fixture(scope="module")
 def text() -> str:
-    """The synthetic corpus of tests/test_hf.py."""
+    """The synthetic corpus of tests/test_analyze_model.py."""
     return synthetic_corpus(n_sentences=400, seed=1)
 
 
@@ -110,9 +107,8 @@ def add_series(fake_hub: FakeHub, tokenizer, family: str, repo_id: str = "org/ti
     return folders
 
 
-def run_series(repo_id: str, revisions: list[str], corpus: str, **options) -> dict:
-    settings = series_settings(repo_id, revisions, corpus, "synthetic", **{**SETTINGS, **options})
-    return analyze_series(prepare_series(settings, corpus))
+def run_series(repo_id: str, revisions: list[str], text: str, **options) -> dict:
+    return analyze_model(repo_id, text=text, revisions=",".join(revisions), **{**SETTINGS, **options})
 
 
 # --- revisions ------------------------------------------------------------------------------------
@@ -180,25 +176,26 @@ def test_each_revision_measures_as_the_model_in_its_snapshot_folder(fake_hub, to
     assert [row["name"] for row in result["checkpoints"]] == REVISIONS
     assert [row["step"] for row in result["checkpoints"]] == [0, 1, 4, 16]
     rows = result["checkpoints"]
-    assert len({row["rho_next_pearson"] for row in rows}) == 4  # each revision its own weights
+    assert len({row["rho_next"] for row in rows}) == 4  # each revision its own weights
     for i, (revision, folder) in enumerate(folders.items()):
-        direct = analyze_model(folder, text, **SETTINGS)
+        direct = analyze_model(folder, text=text, **SETTINGS)
         (expected,) = direct["checkpoints"]
         row = rows[i]
         assert row["weights"] == SAFETENSORS and row["commit"] == folder.name
         assert {key: row[key] for key in expected if key not in ("name", "step")} == \
             {key: value for key, value in expected.items() if key not in ("name", "step")}
-        np.testing.assert_array_equal(result["similarity"]["embedding"][i], direct["similarity"]["embedding"][0])
+        if i == len(folders) - 1:
+            np.testing.assert_array_equal(result["similarity"]["embedding"], direct["similarity"]["embedding"])
         # The embedding read alone is the one transformers loads with the whole model.
         W_E, weights, where = read_input_embedding(revision_files("org/tiny", revision))
         model = transformers.AutoModelForCausalLM.from_pretrained(folder)
         np.testing.assert_array_equal(W_E, model.get_input_embeddings().weight.detach().numpy())
-    for key in ("tokens", "heldout_tokens", "prefix_labels", "corpus", "paths"):
+    for key in ("setup", "corpus", "sample_window", "paths_skipped"):
         assert result[key] == direct[key], key
     if family == "llama":
-        assert result["paths"]["skipped"] is None and all(len(row["attention_path_corr"]) == 2 for row in rows)
+        assert result["paths_skipped"] is None and all("attention_path_corr/1" in row for row in rows)
     else:
-        assert result["paths"]["skipped"].startswith(NEEDS_LLAMA) and "gpt_neox" in result["paths"]["skipped"]
+        assert result["paths_skipped"].startswith(NEEDS_LLAMA) and "gpt_neox" in result["paths_skipped"]
         assert where == "gpt_neox.embed_in.weight in model.safetensors"
 
 
@@ -250,13 +247,14 @@ def test_reading_the_embedding_of_a_large_file_takes_little_memory(fake_hub, tok
 import json, re, sys
 from pathlib import Path
 from safetensors.torch import load_file
-from ctxstair.lm.hub import _embedding_parameter, read_input_embedding, revision_files
+from ctxstair.lm.checkpoints.base import embedding_parameter
+from ctxstair.lm.checkpoints.hub import read_input_embedding, revision_files
 
 def peak():
     return int(re.search(r"VmHWM:\\s*(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024
 
 files = revision_files("org/big", "step0")
-_embedding_parameter(files.config)  # imports the model's code before the measurement starts
+embedding_parameter(files.config)  # imports the model's code before the measurement starts
 before = peak()
 W_E, _, _ = read_input_embedding(files)
 embedding = peak()
@@ -287,12 +285,12 @@ def test_a_revision_with_only_pickled_weights_is_read_with_the_restricted_loader
     result = run_series("org/tiny", ["step0", "step1"], text)
     safe, pickle = result["checkpoints"]
     assert (safe["weights"], pickle["weights"]) == (SAFETENSORS, PICKLE)
-    assert pickle["rho_next_pearson"] == safe["rho_next_pearson"]
+    assert pickle["rho_next"] == safe["rho_next"]
     assert pickle["probe_heldout_mse"] == safe["probe_heldout_mse"]
     assert main(["analyze-model", "org/tiny", "--revisions", "step0,step1", "--corpus", "synthetic", "--k", "20"]) == 0
     out = capsys.readouterr().out
-    assert ("step1 (" in out and "gpt_neox.embed_in.weight in pytorch_model.bin (pickle (torch.load "
-            "weights_only=True)) — no safetensors in this revision: restricted loader" in out)
+    assert ("step1: read gpt_neox.embed_in.weight in pytorch_model.bin (pickle (torch.load "
+            "weights_only=True))" in out)
 
 
 # --- the command line, resuming ---------------------------------------------------------------------------
@@ -319,7 +317,7 @@ def test_cli_bad_series_requests_exit_2_with_one_line(fake_hub, tokenizer, tmp_p
     assert sorted(p.name for p in (tmp_path / "o").rglob("*.json")) == ["series.json", "step0.json"]
     (tmp_path / "model").mkdir()
     assert cli(str(tmp_path / "model"), "--revisions", "step0", *corpus) == 2
-    assert "--revisions and --resume are for a Hugging Face Hub model id" in one_line_error(capsys)
+    assert "revisions are for a Hugging Face Hub model id" in one_line_error(capsys)
     assert cli("org/tiny", "--revisions", "step0", "--resume", *corpus) == 2
     assert "--resume needs --out" in one_line_error(capsys)
     assert cli("org/tiny", "--revisions", "log:1", *corpus) == 2
@@ -343,7 +341,7 @@ def test_cli_series_writes_each_revision_and_the_analysis(fake_hub, tokenizer, t
     assert summary["source"] == "org/tiny" and summary["corpus"]["name"] == "synthetic"
     assert [(row["name"], row["step"]) for row in summary["checkpoints"]] == [("step0", 0), ("step4", 4),
                                                                                ("step16", 16)]
-    assert sorted(p.name for p in (out / "revisions").iterdir()) == [
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
         "step0.json", "step0.npz", "step16.json", "step16.npz", "step4.json", "step4.npz"]
     assert json.loads((out / "series.json").read_text())["revisions"] == ["step0", "step4", "step16"]
     assert (out / "analysis.png").stat().st_size > 0
@@ -372,12 +370,12 @@ def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_sam
     out = tmp_path / "resumed"
     assert cli(*args, "--out", str(out)) == 2
     assert "the connection dropped" in one_line_error(capsys)
-    assert sorted(p.name for p in (out / "revisions").glob("*.json")) == ["step0.json", "step1.json"]
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.json")) == ["step0.json", "step1.json"]
     assert not (out / "analysis.json").exists()
     assert cli(*args, "--out", str(out)) == 2  # without --resume the folder is kept and refused
-    assert "pass --resume to continue its series" in one_line_error(capsys)
+    assert "use --resume to continue it" in one_line_error(capsys)
     assert cli(*args, "--k", "21", "--out", str(out), "--resume") == 2  # other settings: refused
-    assert "holds a series with k = 20, not 21" in one_line_error(capsys)
+    assert "holds an analysis with settings = {'k': 20" in one_line_error(capsys)
     measured.clear()
     assert cli(*args, "--out", str(out), "--resume") == 0
     assert measured == ["step4", "step16"]  # the finished revisions are read back, not measured

@@ -1,4 +1,4 @@
-"""ctxstair.monitor (issue 18): staircase measurements inside someone else's training loop — the numbers
+"""ctxstair.monitor: staircase measurements inside someone else's training loop — the numbers
 against an independent computation, a model left as it was, bad input, the cadence, the Trainer
 callback (log_history, TensorBoard, two-process DDP, training unchanged), the live curve against
 `analyze-model` on the saved checkpoints, `ctxstair report` of a Trainer output, Lightning, and the
@@ -21,7 +21,7 @@ from ctxstair.cli import main
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.hf import analyze_model
+from ctxstair.lm.analyze import analyze_model
 from ctxstair.models import DecoderConfig, DecoderLM
 from ctxstair.models.decoder_hf import to_hf
 from ctxstair.monitor import Cadence, StaircaseCallback, StaircaseMonitor, monitor_steps, monitor_tokens
@@ -180,14 +180,14 @@ def test_numpy_runs_on_one_blas_thread_while_the_monitor_measures(corpus, monkey
     (lambda w, t: StaircaseMonitor(w, t[:3]), "at least 4 token ids"),
     (lambda w, t: StaircaseMonitor(w, np.r_[t, t[0]]), "duplicate token ids"),
     (lambda w, t: StaircaseMonitor(w, t[None]), "tokens must be a non-empty 1-D list"),
-    (lambda w, t: StaircaseMonitor(w, t, path_windows=64), "path_windows must be an integer in 1..32"),
+    (lambda w, t: StaircaseMonitor(w, t, path_windows=200), "path_windows must be an integer in 1..128"),
     (lambda w, t: StaircaseMonitor(w, np.r_[t, 5000], probe=False).measure(tiny_decoder(300)),
      "tokens hold id 5000, but the model has only 300 embedding rows"),
     (lambda w, t: StaircaseMonitor(w, t, probe=False).measure(torch.nn.Linear(3, 3)),
      "Linear has no input embeddings"),
     (lambda w, t: StaircaseMonitor(w, t, probe=False).measure(tiny_decoder(300), probe=True), "probe=False"),
     (lambda w, t: StaircaseMonitor(w, t, probe=False, vocab_size=400).measure(tiny_decoder(300)),
-     "300 embedding rows, but this monitor's signatures are over vocab_size=400"),
+     "300 embedding rows, but the staircase setup's signatures are over vocab_size=400"),
     (lambda w, t: Cadence(0), "max_steps must be an integer >= 1"),
     (lambda w, t: Cadence(10, every=0), "every must be an integer >= 1"),
     (lambda w, t: StaircaseCallback(None), "monitor must be a StaircaseMonitor"),
@@ -264,24 +264,25 @@ def test_the_monitor_does_not_change_the_training(trainer_run, corpus, tmp_path)
 def test_the_live_curve_equals_analyze_model_on_the_saved_checkpoints(trainer_run, corpus):
     out, args = trainer_run["out"], trainer_run["args"]
     live = {row["step"]: row for row in trainer_run["trainer"].state.log_history if "staircase/rho_next" in row}
-    posthoc = analyze_model(out, corpus["path"].read_text(), k=args.k, window=args.window, max_tokens=args.max_tokens)
+    posthoc = analyze_model(out, text=corpus["path"].read_text(), k=args.k, window=args.window,
+                            max_tokens=args.max_tokens)
     assert [c["step"] for c in posthoc["checkpoints"]] == PATH_STEPS  # save_steps 5 and the last step
-    assert posthoc["tokens"] == trainer_run["callback"].monitor.tokens.tolist()
+    assert posthoc["setup"]["tokens"] == trainer_run["callback"].monitor.tokens.tolist()
     for checkpoint in posthoc["checkpoints"]:
         row = live[checkpoint["step"]]
-        assert abs(checkpoint["rho_next_pearson"] - row["staircase/rho_next"]) <= 1e-6
-        assert abs(checkpoint["rho_next_spearman"] - row["staircase/rho_next_spearman"]) <= 1e-6
-        assert checkpoint["attention_path_corr"][0] == pytest.approx(row["staircase/attention_path_corr/0"], abs=1e-6)
-        assert checkpoint["attention_path_null"][0] == pytest.approx(row["staircase/attention_path_null/0"], abs=1e-6)
-        for name, share in checkpoint["path_share"].items():
-            assert share == pytest.approx(row[f"staircase/path_share/{name}"], abs=1e-6)
+        # The same names, the logged ones with the staircase/ prefix.
+        names = {name for name in checkpoint if name not in ("name", "step", "probe_heldout_mse", "probe_shuffled_mse")}
+        assert {f"staircase/{name}" for name in names} == {name for name in row if name.startswith("staircase/")} - \
+            {"staircase/seconds"}
+        for name in names:
+            assert checkpoint[name] == pytest.approx(row[f"staircase/{name}"], abs=1e-6), name
     rho = [live[s]["staircase/rho_next"] for s in PATH_STEPS]
     assert len(set(rho)) == 3  # the curve moves: equal values at three checkpoints would prove little
-    # The probe (not live by default) agrees too, with analyze-model's 1000 labels, on the final model.
-    monitor = StaircaseMonitor(corpus["windows"], posthoc["tokens"], n_labels=1000, paths=False)
+    # The probe (not live by default) agrees too, on the final model.
+    monitor = StaircaseMonitor(corpus["windows"], posthoc["setup"]["tokens"], paths=False)
     probe = monitor.measure(trainer_run["trainer"].model)
     assert probe["probe_heldout_mse"] == pytest.approx(posthoc["checkpoints"][-1]["probe_heldout_mse"], abs=1e-6)
-    assert probe["probe_shuffled_mse"] == pytest.approx(posthoc["checkpoints"][-1]["shuffled_heldout_mse"], abs=1e-6)
+    assert probe["probe_shuffled_mse"] == pytest.approx(posthoc["checkpoints"][-1]["probe_shuffled_mse"], abs=1e-6)
 
 
 def test_ctxstair_report_draws_a_trainer_output(trainer_run, tmp_path, capsys):

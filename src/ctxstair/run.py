@@ -25,7 +25,6 @@ from functools import cached_property
 from pathlib import Path
 
 import torch
-import yaml
 from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
@@ -42,9 +41,9 @@ from ctxstair.tasks import Dataset
 CHECKPOINT_DIR = "checkpoint"
 
 
-def config_class(data: dict) -> type:
-    """The config class of a parsed ``config.yaml``: a language-model run has a ``corpus`` section."""
-    return LMConfig if isinstance(data, dict) and "corpus" in data else RunConfig
+def config_class(path: Path) -> type:
+    """The config class of a run directory's ``config.yaml`` (:func:`ctxstair.rundir.directory_kind`)."""
+    return LMConfig if rundir.directory_kind(path) == rundir.LM_RUN else RunConfig
 
 
 class Run:
@@ -69,12 +68,7 @@ class Run:
         path = self.path / "config.yaml"
         if not path.is_file():
             raise InputError(f"{self.path} is not a ctxstair run directory (no config.yaml)")
-        text = path.read_text()
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None  # load_yaml reports it
-        return load_yaml(text, config_class(data))
+        return load_yaml(path.read_text(), config_class(self.path))
 
     @property
     def time_unit(self) -> str:

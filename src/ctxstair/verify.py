@@ -21,14 +21,16 @@ from ctxstair.errors import InputError
 
 def run_directories(path: Path) -> list[Path]:
     """The run directories under a run, recipe or sweep directory."""
-    if (path / "config.yaml").is_file():
+    kind = rundir.directory_kind(path)
+    if kind in (rundir.RUN, rundir.LM_RUN):
         return [path]
-    for name, key in (("recipe.json", "parts"), ("sweep.json", "cells")):
-        if (path / name).is_file():
-            entries = rundir.read_json(path, name)[key]
-            children = [path / part for part in entries] if key == "parts" else \
-                [path / "cells" / cell["name"] for cell in entries if (path / "cells" / cell["name"]).is_dir()]
-            return [run for child in children for run in run_directories(child)]
+    if kind == rundir.RECIPE:
+        children = [path / part for part in rundir.read_json(path, "recipe.json")["parts"]]
+        return [run for child in children for run in run_directories(child)]
+    if kind == rundir.SWEEP:
+        cells = rundir.read_json(path, "sweep.json")["cells"]
+        children = [path / "cells" / cell["name"] for cell in cells if (path / "cells" / cell["name"]).is_dir()]
+        return [run for child in children for run in run_directories(child)]
     raise InputError(f"{path} is not a ctxstair run, recipe or sweep directory "
                      "(no config.yaml, recipe.json or sweep.json)")
 

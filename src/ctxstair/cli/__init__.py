@@ -141,13 +141,19 @@ def cmd_report(args: argparse.Namespace) -> None:
     """Rebuild a recipe's (or a sweep's) summary, figures and report from its directory; for a Hugging
     Face Trainer output measured by ctxstair.monitor, its staircase report."""
     from ctxstair.recipes import write_recipe_report
-    from ctxstair.report.trainer_report import is_trainer_output, write_trainer_report
+    from ctxstair.report.trainer_report import write_trainer_report
     from ctxstair.sweep import write_sweep_report
 
-    if (args.run_dir / "sweep.json").is_file():
+    kind = rundir.directory_kind(args.run_dir)
+    if kind == rundir.SWEEP:
         write_sweep_report(args.run_dir)
-    elif is_trainer_output(args.run_dir):
+    elif kind == rundir.TRAINER:
         write_trainer_report(args.run_dir)
+    elif kind == rundir.SERIES:
+        from ctxstair.report.lm_figures import write_analysis_figure
+
+        print(f"figure: {write_analysis_figure(args.run_dir)}")
+        return
     else:
         write_recipe_report(args.run_dir)
     print(f"report: {args.run_dir / 'report.html'}")

@@ -19,11 +19,14 @@ from pathlib import Path
 
 from ctxstair import numerics
 
-#: The defaults of the measurement, repeated here so that ``ctxstair --help`` loads no torch; a test
-#: checks they are :class:`ctxstair.lm.staircase.StaircaseSettings`'s.
+#: The defaults of the measurement, repeated here for the help so that ``ctxstair --help`` loads no
+#: torch; a test checks they are :class:`ctxstair.lm.staircase.StaircaseSettings`'s.
 DEFAULT_K, DEFAULT_PREFIX_LABELS, DEFAULT_WINDOWS, DEFAULT_PATH_WINDOWS = 200, 1000, 128, 4
 #: ``analyze-model``'s corpus windows (:data:`ctxstair.lm.analyze.WINDOW`, ``MAX_TOKENS``).
 DEFAULT_WINDOW, DEFAULT_MAX_TOKENS = 128, 2_000_000
+#: For an LM run of ours analysed on its own windows the measurement's settings are the run's
+#: (its config's analysis section), so every measurement option is None unless given.
+_OURS = "; for an LM run of ours on its own windows, the run's own setting"
 
 
 def register(commands) -> None:
@@ -37,24 +40,29 @@ def register(commands) -> None:
     parser.add_argument("--corpus", default=None,
                         help="synthetic, a fetched corpus name (shakespeare, wikipedia-excerpt) or a text file/folder; "
                              "for an LM run directory of ours, default: the run's own training windows")
-    parser.add_argument("--k", type=int, default=DEFAULT_K,
-                        help="number of eligible tokens: the most frequent word-like ones")
-    parser.add_argument("--prefix-labels", type=int, default=DEFAULT_PREFIX_LABELS,
-                        help="labels of the prefix signature: the tokens and the most frequent next tokens")
+    parser.add_argument("--k", type=int, default=None,
+                        help=f"number of eligible tokens: the most frequent word-like ones "
+                             f"(default {DEFAULT_K}{_OURS})")
+    parser.add_argument("--prefix-labels", type=int, default=None,
+                        help=f"labels of the prefix signature: the tokens and the most frequent next tokens "
+                             f"(default {DEFAULT_PREFIX_LABELS}{_OURS})")
+    parser.add_argument("--probe-steps", type=int, default=None,
+                        help=f"Adam steps of each probe fit (default 300, SPEC §3{_OURS})")
     parser.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="tokens per corpus window")
     parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
                         help="use at most this many corpus tokens")
     parser.add_argument("--no-probe", action="store_true", help="skip the prefix probe and its baseline")
     parser.add_argument("--no-paths", action="store_true",
                         help="skip the attention-path correlations and path shares (Llama-family models only)")
-    parser.add_argument("--windows", type=int, default=DEFAULT_WINDOWS,
+    parser.add_argument("--windows", type=int, default=None,
                         help=f"corpus windows sampled (fixed seed) for the attention-path correlation (default "
-                             f"{DEFAULT_WINDOWS}): one forward pass over them; on SmolLM2 (30 layers) 32 windows of "
-                             "128 tokens take about 1 minute on 2 CPU cores")
+                             f"{DEFAULT_WINDOWS}{_OURS}): one forward pass over them; on SmolLM2 (30 layers) 32 "
+                             "windows of 128 tokens take about 1 minute on 2 CPU cores")
     parser.add_argument("--path-windows", type=int, default=None,
                         help=f"the first of those windows used for the path shares of the embedding update "
-                             f"(default {DEFAULT_PATH_WINDOWS}, or --windows if smaller): one backward pass per path "
-                             "(2 × layers + 1); on SmolLM2 about 35 s per window of 128 tokens on 2 CPU cores")
+                             f"(default {DEFAULT_PATH_WINDOWS}, or --windows if smaller{_OURS}): one backward pass "
+                             "per path (2 × layers + 1); on SmolLM2 about 35 s per window of 128 tokens on 2 CPU "
+                             "cores")
     parser.add_argument("--revisions", default=None,
                         help="Hub model only: the revisions to analyse, comma-separated (step0,step1000,step143000) "
                              "or log:N (N of the repository's step<N> revisions, log-spaced, first and last "
@@ -76,24 +84,38 @@ def register(commands) -> None:
 def analyze_model_command(args: argparse.Namespace) -> None:
     """Analyse every checkpoint (:func:`ctxstair.lm.analyze.analyze_model`), print one line each; with
     ``--out`` write each checkpoint as it finishes, then the result and its figure."""
+    from ctxstair.errors import InputError
     from ctxstair.lm.analyze import RESULT_FILE, analyze_model
     from ctxstair.lm.checkpoints.hub import hub_id
-    from ctxstair.lm.staircase import StaircaseSettings
     from ctxstair.report.lm_figures import write_analysis_figure
 
-    path_windows = min(DEFAULT_PATH_WINDOWS, args.windows) if args.path_windows is None else args.path_windows
-    settings = StaircaseSettings(k=args.k, prefix_labels=args.prefix_labels, attention_windows=args.windows,
-                                 path_windows=path_windows, probe=not args.no_probe, paths=not args.no_paths)
+    if args.resume and args.force:
+        raise InputError("--resume continues the analysis in --out and --force replaces it: pass one of them")
+    if args.resume and args.out is None:
+        raise InputError("--resume needs --out: the folder of the analysis to continue")
+    for option, value in (("--windows", args.windows), ("--path-windows", args.path_windows)):
+        if value is not None and value < 1:
+            raise InputError(f"{option} must be at least 1, got {value}")
+    if None not in (args.windows, args.path_windows) and args.path_windows > args.windows:
+        raise InputError(f"--path-windows {args.path_windows} exceeds --windows {args.windows}: the path shares use "
+                         "the first of the windows sampled for the attention paths")
+    given = {"k": args.k, "prefix_labels": args.prefix_labels, "probe_steps": args.probe_steps,
+             "attention_windows": args.windows, "path_windows": args.path_windows}
+    settings = {name: value for name, value in given.items() if value is not None}
+    if args.windows is not None and args.path_windows is None:  # the path shares use the first of the windows
+        settings["path_windows"] = min(DEFAULT_PATH_WINDOWS, args.windows)
+    settings.update({"probe": False} if args.no_probe else {}, **({"paths": False} if args.no_paths else {}))
 
     def finished(row: dict, before: bool) -> None:
         print(f"{row['name']}  skipped (done)" if before else _summary_line(row))
         for line in [] if before else _path_lines(row):
             print(f"    {line}")
 
-    result = analyze_model(args.model, args.corpus, settings, window=args.window, max_tokens=args.max_tokens,
+    result = analyze_model(args.model, args.corpus, window=args.window, max_tokens=args.max_tokens,
                            revisions=args.revisions, out=args.out, resume=args.resume, force=args.force,
                            on_start=lambda source, setup: _print_header(args, setup, source), on_row=finished,
-                           progress=print if hub_id(args.model) is not None else None, finish=write_analysis_figure)
+                           progress=print if hub_id(args.model) is not None else None, finish=write_analysis_figure,
+                           **settings)
     if result["paths_skipped"] is not None:
         print(f"attention paths and path shares not measured: {result['paths_skipped']}")
     if args.out is not None:

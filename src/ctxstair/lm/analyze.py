@@ -20,6 +20,7 @@ the report draws (:func:`ctxstair.report.lm_figures.analysis_figure`).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -122,8 +123,10 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
         progress: called with one line before each checkpoint is read, and with what was read.
 
     Returns:
-        dict: ``source``; ``setup`` (:meth:`StaircaseSetup.record`); ``paths_skipped`` (why the
-        attention-path and path-share measures are missing, None when they are not); ``checkpoints``:
+        dict: ``source``; ``setup`` (:meth:`StaircaseSetup.record`); ``sample_window`` (tokens of each
+        window of the path sample: the corpus's window, or the model's positions when fewer; None
+        without the paths); ``paths_skipped`` (why the attention-path and path-share measures are
+        missing, None when they are not); ``checkpoints``:
         one row per checkpoint, ``name`` and ``step`` with the measures of :mod:`ctxstair.lm.schema`
         (and where a Hub revision's weights came from); ``similarity`` (not JSON): ``next`` (T, T)
         ``S^next`` and ``embedding`` (T, T) the last checkpoint's ``S^emb``.
@@ -138,7 +141,8 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
             if progress is not None:
                 progress(f"[{number}/{len(entries)}] {entry.name}: reading and measuring")
             row, W = _measure(entry, setup, V, paths, progress)
-            skipped = skipped or row.pop("no_model", None)
+            why = row.pop("no_model", None)
+            skipped = skipped or why
             if folder is not None:
                 _write_checkpoint(folder, entry.name, row, W)
         else:
@@ -148,16 +152,18 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
         rows.append(row)
         last = W
     similarity = {"next": setup.next_cosines(V), "embedding": stacked_cosines(last[None])[0]}
-    return {"source": source.name, "setup": setup.record(), "paths_skipped": skipped, "checkpoints": rows,
-            "similarity": similarity}
+    window = min(setup.sample.shape[1], source.positions) if paths else None
+    return {"source": source.name, "setup": setup.record(), "sample_window": window, "paths_skipped": skipped,
+            "checkpoints": rows, "similarity": similarity}
 
 
-def analyze_model(model: str | os.PathLike, corpus: str | None = None, settings: StaircaseSettings | None = None, *,
-                  window: int = WINDOW, max_tokens: int = MAX_TOKENS, revisions: str | None = None,
-                  out: str | os.PathLike | None = None, resume: bool = False, force: bool = False,
+# long: the checks and the order (refuse, open, set up, claim, measure, write) are the command's contract
+def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: str | None = None, window: int = WINDOW,
+                  max_tokens: int = MAX_TOKENS, revisions: str | None = None, out: str | os.PathLike | None = None,
+                  resume: bool = False, force: bool = False,
                   on_start: Callable[[Source, StaircaseSetup], None] | None = None,
                   on_row: Callable[[dict, bool], None] | None = None, progress: Callable[[str], None] | None = None,
-                  finish: Callable[[Path], None] | None = None) -> dict:
+                  finish: Callable[[Path], None] | None = None, **settings) -> dict:
     """``ctxstair analyze-model`` as one call: open the source, build the setup, measure every checkpoint.
 
     Args:
@@ -165,8 +171,9 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, settings:
             folder, a folder of checkpoints, a GGUF file, ``smollm2``, an LM run of ours, or a Hub
             model id ``org/name``.
         corpus: the corpus (:func:`ctxstair.lm.corpus.load_text`: ``synthetic``, a fetched name, a
-            file or folder); None for an LM run of ours: its own training windows.
-        settings: the measurement's (default :class:`StaircaseSettings`).
+            file or folder); None for an LM run of ours: its own training windows, and then the
+            settings of its own analysis (its config's ``analysis`` section) unless given here.
+        text: the corpus's text itself instead (``corpus`` then only names it).
         window, max_tokens: the corpus's windows (:func:`text_setup`).
         revisions: Hub model only: ``step0,step1000`` or ``log:N``
             (:func:`ctxstair.lm.checkpoints.hub.parse_revisions`).
@@ -177,6 +184,8 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, settings:
         on_row, progress: as :func:`analyze`.
         finish: called with the output folder once ``analysis.json`` is written, before the folder is
             complete (the command line draws the figure there).
+        settings: fields of :class:`StaircaseSettings` that differ from the defaults (``k``,
+            ``attention_windows``, ``probe``...).
 
     Returns:
         :func:`analyze`'s dict, with ``corpus``.
@@ -185,9 +194,9 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, settings:
     from ctxstair.lm.checkpoints import open_source, source_identity
     from ctxstair.lm.checkpoints.hub import hub_id, parse_revisions
     from ctxstair.lm.corpus import load_text
-    from ctxstair.lm.staircase import run_setup
+    from ctxstair.lm.staircase import run_setup, settings_of
+    from ctxstair.run import Run
 
-    settings = settings or StaircaseSettings()
     if resume and force:
         raise InputError("resume continues the analysis in the output folder and force replaces it: pass one of them")
     if resume and out is None:
@@ -197,10 +206,13 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, settings:
         raise InputError(f"revisions are for a Hugging Face Hub model id (org/name that is not an existing path), "
                          f"not {model}")
     names = None if repo_id is None else parse_revisions(repo_id, revisions)
-    if corpus is None and rundir.directory_kind(model) != rundir.LM_RUN:
+    own = corpus is None and text is None
+    if own and rundir.directory_kind(model) != rundir.LM_RUN:
         raise InputError(f"a corpus is needed for {model}: only an LM run directory of ours brings its own")
-    text = None if corpus is None else load_text(corpus)
-    record = corpus_record(corpus or "the run's corpus", text, window, max_tokens)
+    settings = dataclasses.replace(settings_of(Run(model).config) if own else StaircaseSettings(), **settings)
+    if text is None and not own:
+        text = load_text(corpus)
+    record = corpus_record(corpus or ("the run's corpus" if own else "text"), text, window, max_tokens)
     stored = series_settings(source_identity(model, names), record, settings)
     same = check_same_series(stored)
     if out is not None:

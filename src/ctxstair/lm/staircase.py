@@ -172,8 +172,8 @@ class StaircaseSetup:
             self.next_cosines(int_in_range(vocab_size, "vocab_size", 1))
         self.train_idx, self.heldout_idx = analysis.token_split(self.tokens.size, settings.heldout_fraction,
                                                                 settings.seed)
-        if prefix is not None:
-            self.__dict__["prefix"] = prefix  # fills the cached property
+        if prefix is not None:  # fills the cached properties
+            self.__dict__["prefix"], self.__dict__["prefix_labels"] = prefix, prefix[0]
         self._sample_length: int | None = None
 
     # ------------------------------------------------------------------ construction
@@ -266,14 +266,20 @@ class StaircaseSetup:
         return self._S_next
 
     @functools.cached_property
+    def prefix_labels(self) -> np.ndarray:
+        """The labels ν of the prefix signature (Y,): T and the most frequent next tokens
+        (:func:`ctxstair.lm.analysis.prefix_labels`), ``settings.prefix_labels`` in all."""
+        # The labels do not depend on V beyond the largest id: ids above it never occur.
+        return analysis.prefix_labels(self._windows, self.tokens, int(self._windows.max()) + 1,
+                                      total=self.settings.prefix_labels)
+
+    @functools.cached_property
     def prefix(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(labels, φ^{y;1})``: the prefix labels (Y,) and the tokens' prefix signatures (T, Y, T) over
+        """``(labels, φ^{y;1})``: :attr:`prefix_labels` and the tokens' prefix signatures (T, Y, T) over
         context T (:func:`~ctxstair.signatures.prefix_signature`), counted on first use."""
         from ctxstair.signatures import prefix_signature
 
-        # The labels do not depend on V beyond the largest id: ids above it never occur.
-        labels = analysis.prefix_labels(self._windows, self.tokens, int(self._windows.max()) + 1,
-                                        total=self.settings.prefix_labels)
+        labels = self.prefix_labels
         return labels, prefix_signature(self._windows, self.tokens, labels, self.tokens)
 
     def path_sample(self, positions: int) -> np.ndarray:
@@ -289,16 +295,14 @@ class StaircaseSetup:
 
     def record(self) -> dict:
         """What every output records of the setup, JSON-ready: the settings, the corpus counted, V, T and
-        its strings, the number of prefix labels (None until counted), the held-out tokens, the
-        sample's window indices and length (None until a model fixed it)."""
+        its strings, the number of prefix labels and the held-out tokens (with the probe), the sample's
+        window indices (with the paths)."""
         settings = self.settings
         return {"settings": settings.to_dict(), "corpus": self.corpus, "vocab_size": self.vocab_size,
-                "tokens": self.tokens.tolist(),
-                "token_strings": self.token_strings,
-                "prefix_labels": int(self.prefix[0].size) if "prefix" in self.__dict__ else None,
+                "tokens": self.tokens.tolist(), "token_strings": self.token_strings,
+                "prefix_labels": int(self.prefix_labels.size) if settings.probe else None,
                 "heldout_tokens": self.tokens[self.heldout_idx].tolist() if settings.probe else [],
-                "sample": self.sample_indices.tolist() if settings.paths else [],
-                "sample_window": self._sample_length}
+                "sample": self.sample_indices.tolist() if settings.paths else []}
 
     # ------------------------------------------------------------------ the measurement
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxstair import rundir
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.monitor import SETTINGS_FILE
@@ -113,7 +114,7 @@ def _explorer_links(run_dir: Path) -> list[str]:
     (the directory itself or each part), or the sweep's page (:mod:`ctxstair.report.explorer`)."""
     from ctxstair.report.explorer import EXPLORER, explorer_targets
 
-    if (run_dir / "sweep.json").is_file():
+    if rundir.directory_kind(run_dir) == rundir.SWEEP:
         pages = [EXPLORER]
     else:
         pages = [(target / EXPLORER).relative_to(run_dir).as_posix() for target in explorer_targets(run_dir)]

@@ -62,6 +62,12 @@ def _state_axis(ax: plt.Axes, series: StaircaseSeries) -> None:
         ax.grid(True, alpha=0.3)
 
 
+def _legend(ax: plt.Axes, **options) -> None:
+    """A legend of what the panel drew, when it drew anything labelled."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**options)
+
+
 def _not_measured(ax: plt.Axes, what: str) -> None:
     ax.text(0.5, 0.5, f"{what}: not measured", ha="center", va="center", transform=ax.transAxes, color="grey")
 
@@ -77,7 +83,7 @@ def rho_next_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel("correlation of S^emb with S^next\n(upper triangle over the token set T)")
     _state_axis(ax, series)
-    ax.legend(fontsize=8, frameon=False)
+    _legend(ax, fontsize=8, frameon=False)
 
 
 def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -90,7 +96,7 @@ def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
         _not_measured(ax, "the loss")
     ax.set_ylabel("next-token loss (nats)")
     step_axis(ax)
-    ax.legend(fontsize=8, frameon=False)
+    _legend(ax, fontsize=8, frameon=False)
 
 
 def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -104,7 +110,7 @@ def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
     _state_axis(ax, series)
-    ax.legend(fontsize=8, frameon=False)
+    _legend(ax, fontsize=8, frameon=False)
 
 
 def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -119,8 +125,7 @@ def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
                 label=f"layer {layer} null (largest |r| of the permutations)")
     ax.set_ylabel("Pearson r: S(φ^attn,ℓ) vs S(W_O W_V w)")
     _state_axis(ax, series)
-    if layers:
-        ax.legend(fontsize=7, frameon=False)
+    _legend(ax, fontsize=7, frameon=False)
 
 
 def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -135,8 +140,7 @@ def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of the summed path norms")
     _state_axis(ax, series)
-    if paths:
-        ax.legend(fontsize=8, frameon=False, ncol=2)
+    _legend(ax, fontsize=8, frameon=False, ncol=2)
 
 
 def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:

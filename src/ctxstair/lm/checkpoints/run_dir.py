@@ -9,7 +9,7 @@ import functools
 from pathlib import Path
 
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import Checkpoint, Entry, built_model, first_line, weight_array
+from ctxstair.lm.checkpoints.base import Checkpoint, Entry, built_model, weight_array
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.run import Run
 
@@ -44,8 +44,15 @@ def _decoder(run: Run, state: dict, step: int):
     that model's whole state."""
     import torch
 
-    try:
-        return run.model(state, torch.float32).eval()
-    except (RuntimeError, KeyError) as error:  # load_state_dict's missing, unexpected or misshapen tensors
+    from ctxstair.models import DecoderLM
+
+    expected = DecoderLM(run.config.decoder_config(vocab_size=state["W_E"].shape[0])).state_dict()
+    missing = [name for name in expected if name not in state]
+    wrong = [name for name in expected if name in state and state[name].shape != expected[name].shape]
+    if missing or wrong or len(state) != len(expected):
+        example = (f"no {missing[0]}" if missing else f"{wrong[0]} of shape {tuple(state[wrong[0]].shape)}, not "
+                   f"{tuple(expected[wrong[0]].shape)}" if wrong else "tensors the model does not have")
         raise InputError(f"the snapshot of step {step} is not the whole state of the DecoderLM that "
-                         f"{run.path / 'config.yaml'} describes: {first_line(error)}") from None
+                         f"{run.path / 'config.yaml'} describes ({len(missing)} tensors missing, {len(wrong)} of "
+                         f"another shape; {example})")
+    return run.model(state, torch.float32).eval()

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from ctxstair import rundir
 from ctxstair.errors import InputError
 from ctxstair.report.explorer.page import write_page
@@ -40,7 +38,8 @@ def explorer_targets(path: str | Path) -> list[Path]:
     path = Path(path)
     if rundir.snapshot_times(path):
         return [path]
-    parts = rundir.read_json(path, "recipe.json").get("parts", []) if (path / "recipe.json").is_file() else []
+    parts = rundir.read_json(path, "recipe.json").get("parts", []) if rundir.directory_kind(path) == rundir.RECIPE \
+        else []
     return [path / part for part in parts if part and rundir.snapshot_times(path / part)]
 
 
@@ -62,7 +61,7 @@ def write_explorer(path: str | Path, out: str | Path | None = None, member: int 
     path = Path(path)
     if not path.is_dir():
         raise InputError(f"{path} is not a directory")
-    if (path / "sweep.json").is_file():
+    if rundir.directory_kind(path) == rundir.SWEEP:
         cells = [page for cell in sweep_data.cell_dirs(path) for page in _pages(cell, None, member)]
         page = Path(out or path / EXPLORER)
         return [write_page(page, sweep_data.sweep_payload(path, page.parent)), *cells]
@@ -81,9 +80,8 @@ def _pages(run_dir: Path, out: str | Path | None, member: int) -> list[Path]:
 
     pages = []
     for target in explorer_targets(run_dir):
-        config = yaml.safe_load((target / "config.yaml").read_text()) if (target / "config.yaml").is_file() else {}
         page = Path(out or target / EXPLORER)
-        payload = (lm_data.lm_payload(target, page.parent) if isinstance(config, dict) and "corpus" in config
+        payload = (lm_data.lm_payload(target, page.parent) if rundir.directory_kind(target) == rundir.LM_RUN
                    else run_data.run_payload(target, member, page.parent))
         pages.append(write_page(page, payload))
     return pages
