@@ -11,6 +11,7 @@ whose bytes differ::
     python scripts/compare_outputs.py record before/          # on the old code
     python scripts/compare_outputs.py record after/           # on the new code
     python scripts/compare_outputs.py compare before/ after/  # exit 1 when anything differs
+    python scripts/compare_outputs.py compare before/ after/ --renamed  # LM files in the one schema first
 
 ``--only NAME`` (repeatable) limits a record to some of the jobs. Both records must come from the
 same machine: the promise is bitwise on one machine (docs/reliability.md).
@@ -19,7 +20,9 @@ same machine: the promise is bitwise on one machine (docs/reliability.md).
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
+import io
 import json
 import shutil
 import subprocess
@@ -75,6 +78,16 @@ STEPS: dict[str, list[list[str]]] = {
     ],
 }
 
+#: What each LM job sets to run at the measurement settings that held before the LM staircase
+#: measurement was unified (prefix labels 2k = 400 and path shares on all 128 attention windows in
+#: the LM runs; 32 attention windows in analyze-model), for ``record --before-unified-defaults``: a
+#: record made so is compared with one made before the unification (``compare --renamed``).
+BEFORE_UNIFIED_DEFAULTS = {
+    "lm-staircase": ["--set", "analysis.prefix_labels=400", "--set", "analysis.path_windows=128"],
+    "lm-train": ["--set", "analysis.prefix_labels=400", "--set", "analysis.path_windows=128"],
+    "analyze-model": ["--windows", "32"],
+}
+
 #: summary.json keys that hold wall-clock time or machine facts rather than measurements.
 TIMING_KEYS = ("seconds", "wall", "elapsed", "duration", "peak_memory", "numerics", "device")
 
@@ -103,9 +116,13 @@ def _kept_files(run: Path) -> dict[str, bytes]:
     return kept
 
 
-def record(dest: Path, only: list[str]) -> None:
-    """Run the jobs (all, or ``only``) and write their kept files and ``manifest.json`` into ``dest``."""
+def record(dest: Path, only: list[str], before_unified_defaults: bool = False) -> None:
+    """Run the jobs (all, or ``only``) and write their kept files and ``manifest.json`` into ``dest``;
+    with ``before_unified_defaults`` the LM jobs add :data:`BEFORE_UNIFIED_DEFAULTS` to their last command."""
     jobs = {**{name: [[*args, "--out", "{out}"]] for name, args in JOBS.items()}, **STEPS}
+    if before_unified_defaults:
+        jobs.update({name: [*jobs[name][:-1], [*jobs[name][-1], *extra]]
+                     for name, extra in BEFORE_UNIFIED_DEFAULTS.items()})
     names = only or list(jobs)
     unknown = sorted(set(names) - set(jobs))
     if unknown:
@@ -131,10 +148,65 @@ def record(dest: Path, only: list[str]) -> None:
         print(f"[{name}] {len(kept)} files", flush=True)
 
 
-def compare(before: Path, after: Path) -> int:
-    """Print every job and file that differs between two records; 0 when none does."""
+def _csv_rows(data: bytes) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(data.decode())))
+
+
+def renamed(files: dict[str, bytes]) -> dict[str, bytes]:
+    """One job's kept files as a record made before the one schema of the LM numbers holds them in its
+    names (docs/language-models.md, "One schema for every output"), and an ``analysis.json`` reduced to
+    its rows of numbers; other files as they are. The renaming: ``alignment.csv``'s ``next_token`` rows
+    become the ``rho_next`` and ``rho_next_spearman`` rows of ``lm_analysis.csv`` (by step: ρ_next, the
+    probe, then the attention paths and path shares as before), and ``analysis.json``'s
+    ``rho_next_pearson``, ``shuffled_heldout_mse``, per-layer lists and path-share dicts become
+    ``rho_next``, ``probe_shuffled_mse``, ``attention_path_corr/<layer>`` and ``path_share/<path>``
+    (``rho_next_defined`` goes: NaN is undefined)."""
+    files = dict(files)
+    alignment = files.get("alignment.csv")
+    if alignment is not None and "lm_analysis.csv" in files:
+        rho = [r for r in _csv_rows(alignment) if r["signature"] == "next_token"]
+        old = _csv_rows(files.pop("lm_analysis.csv"))
+        del files["alignment.csv"]
+        lines = ["step,measure,part,value"]
+        for row in sorted(rho, key=lambda r: int(r["epoch"])):
+            step = row["epoch"]
+            lines += [f"{step},rho_next,,{row['pearson']}", f"{step},rho_next_spearman,,{row['spearman']}"]
+            lines += [f"{r['step']},{r['measure']},{r['part']},{r['value']}" for r in old if r["step"] == step]
+        files["lm_analysis.csv"] = ("\n".join(lines) + "\n").encode()
+    if "analysis.json" in files:
+        rows = json.loads(files["analysis.json"])["checkpoints"]
+        files["analysis.json"] = (json.dumps({"checkpoints": [_new_row(r) for r in rows]}, indent=1, sort_keys=True)
+                                  + "\n").encode()
+    return files
+
+
+def _new_row(row: dict) -> dict:
+    """An analyze-model row in the one schema (:func:`renamed`), whatever record it comes from."""
+    if "rho_next_pearson" not in row:
+        return {k: v for k, v in row.items() if k not in ("commit", "weights")}
+    new = {"name": row["name"], "step": row["step"], "rho_next": row["rho_next_pearson"],
+           "rho_next_spearman": row["rho_next_spearman"]}
+    if row["probe_heldout_mse"] is not None:
+        new.update(probe_heldout_mse=row["probe_heldout_mse"], probe_shuffled_mse=row["shuffled_heldout_mse"])
+    for measure in ("attention_path_corr", "attention_path_null"):
+        new.update({f"{measure}/{layer}": value for layer, value in enumerate(row[measure] or [])})
+    new.update({f"path_share/{path}": value for path, value in (row["path_share"] or {}).items()})
+    return new
+
+
+def _record_files(record: Path, manifest: dict) -> dict[str, dict[str, bytes]]:
+    return {name: {rel: (record / name / rel).read_bytes() for rel in files} for name, files in manifest.items()}
+
+
+def compare(before: Path, after: Path, rename: bool = False) -> int:
+    """Print every job and file that differs between two records; 0 when none does. With ``rename``
+    both records are read in the one schema of the LM numbers first (:func:`renamed`)."""
     old = json.loads((before / "manifest.json").read_text())
     new = json.loads((after / "manifest.json").read_text())
+    if rename:
+        old, new = ({name: {rel: hashlib.sha256(data).hexdigest() for rel, data in renamed(files).items()}
+                     for name, files in _record_files(record, manifest).items()}
+                    for record, manifest in ((before, old), (after, new)))
     differences = 0
     for name in sorted(set(old) | set(new)):
         if name not in old or name not in new:
@@ -157,14 +229,18 @@ def main() -> int:
     rec = commands.add_parser("record", help="run the jobs and keep what they measure")
     rec.add_argument("dest", type=Path)
     rec.add_argument("--only", action="append", default=[], metavar="JOB")
+    rec.add_argument("--before-unified-defaults", action="store_true",
+                     help="run the LM jobs at the measurement settings that held before they were unified")
     cmp_ = commands.add_parser("compare", help="list the files that differ between two records")
     cmp_.add_argument("before", type=Path)
     cmp_.add_argument("after", type=Path)
+    cmp_.add_argument("--renamed", action="store_true",
+                      help="read both records in the one schema of the LM numbers (a record made before it)")
     args = parser.parse_args()
     if args.command == "record":
-        record(args.dest, args.only)
+        record(args.dest, args.only, args.before_unified_defaults)
         return 0
-    return compare(args.before, args.after)
+    return compare(args.before, args.after, args.renamed)
 
 
 if __name__ == "__main__":

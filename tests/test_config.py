@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+import yaml
 
 from ctxstair.config import RunConfig, apply_overrides, dump_yaml, from_dict, load_yaml, parse_overrides, to_dict
 from ctxstair.errors import InputError
@@ -10,7 +11,7 @@ from ctxstair.errors import InputError
 
 def test_dotted_overrides_reach_every_depth_and_leave_the_input_alone():
     base = RunConfig()
-    items = ["train.lr=0.01", "model.init.gamma=0.8", "task.N=40", "model.coeffs=[1, 0.5]",
+    items = ["train.lr=0.01", "model.init.gamma=0.8", "task.N=40", "model.activation=poly", "model.coeffs=[1, 0.5]",
              "model.init.embedding=null", "model.init.unembedding=0.75", "train.optimizer=sgd",
              "train.members=3", "analysis.enabled=false", "recipe=mine"]
     cfg = apply_overrides(base, parse_overrides(items))
@@ -178,3 +179,37 @@ def test_parse_overrides_values_and_errors():
         with pytest.raises(ValueError) as info:
             parse_overrides(items)
         assert isinstance(info.value, InputError) and needle in str(info.value)
+
+
+@pytest.mark.parametrize("kind, items, message", [
+    ("attention", ["model.activation=tanh"], "model.activation does not apply to model.kind=attention; its settings: "
+                                             "model.kind, model.d, model.d_k, model.positional, model.init.gamma"),
+    ("attention", ["model.pool=mean"], "model.bias and model.pool are settings of model.kind=cbow, got 'attention'"),
+    ("cbow", ["model.init.qk=2"], "model.init.qk does not apply to model.kind=cbow"),
+    ("cbow", ["model.d_k=8"], "model.d_k does not apply to model.kind=cbow"),
+    ("cbow", ["model.power=3"], "model.power is read only with model.activation=monomial, and this run's activation "
+                                "is relu"),
+    ("cbow", ["model.init.mlp=2"], "model.init.mlp does not apply to model.kind=cbow"),
+])
+def test_an_override_the_model_does_not_use_is_refused_naming_the_key_and_the_kind(kind, items, message):
+    with pytest.raises(InputError, match=message) as error:
+        apply_overrides(RunConfig(), parse_overrides([f"model.kind={kind}", *items]))
+    assert "\n" not in str(error.value)
+    # What the model does use goes through, also when the same overrides choose the kind.
+    assert apply_overrides(RunConfig(), parse_overrides(["model.kind=attention", "model.d_k=8"])).model.d_k == 8
+    monomial = apply_overrides(RunConfig(), parse_overrides(["model.activation=monomial", "model.power=3"]))
+    assert monomial.model.power == 3
+
+
+def test_config_yaml_records_only_what_the_model_uses_and_old_files_still_load():
+    attention = apply_overrides(RunConfig(), {"model.kind": "attention"})
+    recorded = dump_yaml(attention)
+    model = yaml.safe_load(recorded)["model"]
+    assert list(model) == ["kind", "d", "d_k", "positional", "init"]
+    assert list(model["init"]) == ["gamma", "embedding", "unembedding", "qk", "ov"]
+    assert "coeffs:" not in dump_yaml(RunConfig()) and "coeffs:" in dump_yaml(
+        apply_overrides(RunConfig(), {"model.activation": "poly"}))
+    # A file written before, with every setting, loads: what the kind does not use was never read.
+    old = dataclasses.asdict(attention)
+    assert "activation" in old["model"]
+    assert load_yaml(dump_yaml(from_dict(old))) == load_yaml(recorded)

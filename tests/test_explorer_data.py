@@ -264,8 +264,8 @@ def test_lm_payload_shows_the_group_words_single_tokens(lm_run):
 
     rho = page["panels"][0]
     assert rho["id"] == "rho-next"
-    chosen = sorted((int(r["epoch"]), float(r["pearson"])) for r in read_csv(lm_run / "alignment.csv")
-                    if r["signature"] == "next_token" and r["member"] == "0")
+    chosen = sorted((int(r["step"]), float(r["value"])) for r in read_csv(lm_run / "lm_analysis.csv")
+                    if r["measure"] == "rho_next")
     assert rho["traces"][0]["x"] == [e for e, _ in chosen] == times
     np.testing.assert_allclose(rho["traces"][0]["y"], [v for _, v in chosen], rtol=0, atol=1e-5)
     losses = page["panels"][-1]

@@ -8,6 +8,7 @@ import pytest
 from recipe_helpers import run_contents as files
 
 from ctxstair import rundir
+from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
 from ctxstair.cli import main
 from ctxstair.config import apply_overrides
 from ctxstair.config.lm import LMConfig, LMTrainConfig
@@ -69,10 +70,13 @@ def test_run_directory_contents(tmp_path):
 def test_lm_staircase_pipeline_through_the_cli(tmp_path, capsys):
     out = tmp_path / "lm"
     assert main(["lm", "train", "--out", str(out), *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), [])]) == 0
-    for name in ("alignment.csv", "lm_analysis.csv", "lm_tokens.json", "summary.json", "report.html"):
+    for name in ("lm_analysis.csv", "lm_tokens.json", "summary.json", "report.html"):
         assert (out / name).is_file(), name
-    table = rundir.read_alignment(out)
-    assert set(table["signature"]) == {"next_token"} and sorted(table["epoch"].tolist()) == rundir.snapshot_times(out)
+    assert not (out / "alignment.csv").exists()  # every LM measure is in lm_analysis.csv
+    table = read_lm_analysis(out)
+    assert {"rho_next", "rho_next_spearman", "probe_heldout_mse", "attention_path_corr", "path_share"} <= \
+        set(table["measure"].tolist())
+    assert measure_series(table, "rho_next")[0].tolist() == rundir.snapshot_times(out)
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["rho_next"]) == len(rundir.snapshot_times(out))
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["attention_path.png", "path_shares.png",
@@ -92,5 +96,5 @@ def test_training_without_analysis_still_reports(tmp_path):
     out = tmp_path / "lm"
     assert main(["lm", "train", "--no-analysis", "--out", str(out),
                  *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), [])]) == 0
-    assert not (out / "alignment.csv").exists() and (out / "report.html").is_file()
+    assert not (out / "lm_analysis.csv").exists() and (out / "report.html").is_file()
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["loss.png"]

@@ -20,8 +20,8 @@ from monitor_helpers import TINY_ARGS, example
 from ctxstair.cli import main
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
-from ctxstair.lm.corpus import synthetic_corpus
 from ctxstair.lm.analyze import analyze_model
+from ctxstair.lm.corpus import synthetic_corpus
 from ctxstair.models import DecoderConfig, DecoderLM
 from ctxstair.models.decoder_hf import to_hf
 from ctxstair.monitor import Cadence, StaircaseCallback, StaircaseMonitor, monitor_steps, monitor_tokens

@@ -98,9 +98,9 @@ def test_one_set_of_defaults():
                                                   defaults.heldout_fraction, defaults.attention_windows,
                                                   defaults.path_windows, defaults.seed)
     # The command line states them without importing torch.
-    assert (analyze_model_cli.DEFAULT_K, analyze_model_cli.DEFAULT_PREFIX_LABELS, analyze_model_cli.DEFAULT_WINDOWS,
-            analyze_model_cli.DEFAULT_PATH_WINDOWS) == (defaults.k, defaults.prefix_labels, defaults.attention_windows,
-                                                        defaults.path_windows)
+    cli = analyze_model_cli
+    stated = (cli.DEFAULT_K, cli.DEFAULT_PREFIX_LABELS, cli.DEFAULT_WINDOWS, cli.DEFAULT_PATH_WINDOWS)
+    assert stated == (defaults.k, defaults.prefix_labels, defaults.attention_windows, defaults.path_windows)
     from ctxstair.lm import analyze
 
     assert (analyze_model_cli.DEFAULT_WINDOW, analyze_model_cli.DEFAULT_MAX_TOKENS) == (analyze.WINDOW,

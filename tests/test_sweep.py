@@ -197,7 +197,7 @@ LM_SMALL = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model
 
 def test_lm_sweep_cells_are_lm_runs_with_rho_next_numbers(tmp_path):
     """Each cell of an lm-staircase sweep is the `ctxstair run lm-staircase` of its overrides, and its
-    sweep.csv row is the course of ρ_next read back from that cell's alignment.csv by hand."""
+    sweep.csv row is the course of ρ_next read back from that cell's lm_analysis.csv by hand."""
     out = run_sweep("lm-staircase", tmp_path / "sweep", {"train.lr": [0.003, 0.03]}, LM_SMALL, workers=2)
     rows = read_csv(out / "sweep.csv")
     assert [r["train.lr"] for r in rows] == ["0.003", "0.03"]
@@ -205,7 +205,8 @@ def test_lm_sweep_cells_are_lm_runs_with_rho_next_numbers(tmp_path):
         "phase_peak_step.png", "phase_rho_next.png", "phase_training.png", "rho_next_curves.png"]
     for row in rows:
         cell = out / "cells" / row["cell"]
-        series = sorted((int(r["epoch"]), float(r["pearson"])) for r in read_csv(cell / "alignment.csv"))
+        series = sorted((int(r["step"]), float(r["value"])) for r in read_csv(cell / "lm_analysis.csv")
+                        if r["measure"] == "rho_next")
         steps, rho = zip(*series)
         peak = int(np.argmax(rho))
         val = {r["step"]: r["val_loss"] for r in map(__import__("json").loads, (cell / "metrics.jsonl").open())

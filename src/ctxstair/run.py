@@ -112,7 +112,8 @@ class Run:
         """InputError unless ``folder`` holds a run with this run's configuration."""
         if not (folder / "config.yaml").is_file():
             raise InputError(f"cannot resume {folder}: no run there (config.yaml missing)")
-        if load_yaml((folder / "config.yaml").read_text(), type(self.config)) != self.config:
+        stored = load_yaml((folder / "config.yaml").read_text(), type(self.config))
+        if dump_yaml(stored) != dump_yaml(self.config):  # what config.yaml records: the settings the model uses
             raise InputError(f"cannot resume {folder}: its config.yaml differs from the requested configuration")
 
     def finish(self, seconds: float) -> None:

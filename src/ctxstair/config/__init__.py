@@ -7,6 +7,12 @@
 ``task.<param>`` overrides go to ``task.params`` and are checked by the task registry; every other
 key must name a field. An unknown key or a bad value raises InputError naming the key and what is
 allowed (the CLI turns it into exit code 2).
+
+A model section has the settings of every model kind, but each kind uses its own
+(:data:`KIND_SETTINGS`, and ``coeffs``/``power`` only with the activation that reads them): an
+override of a setting the chosen kind does not use is refused, naming the key and the kind, and a
+run's ``config.yaml`` records only the settings its model uses (:func:`dump_yaml`). Files written
+before, with every setting, still load: what the kind does not use was never read.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -58,13 +65,20 @@ class TaskConfig:
 class InitConfig:
     """γ-initialization (SPEC §4): std ``d_in^-γ``; per-component γ overrides default to ``gamma``
     (``embedding`` also sets the positional embeddings; ``qk`` W_Q and W_K, ``ov`` W_V and W_O of the
-    attention model)."""
+    attention model and the decoder; ``mlp`` the decoder's MLP matrices). The ensemble models and the
+    decoder spell γ the same way: ``model.init.<component>``."""
 
     gamma: float = 1.0
     embedding: float | None = None
     unembedding: float | None = None
     qk: float | None = None
     ov: float | None = None
+    mlp: float | None = None
+
+    def validate(self, prefix: str = "model.init") -> None:
+        """Every γ given is a positive number (InputError naming the key)."""
+        check_positive([(f"{prefix}.{f.name}", getattr(self, f.name)) for f in dataclasses.fields(self)
+                        if getattr(self, f.name) is not None])
 
 
 @dataclass
@@ -92,6 +106,23 @@ class ModelConfig:
     bias: bool = False
     pool: str = "sum"
     init: InitConfig = field(default_factory=InitConfig)
+
+    def settings(self) -> tuple[str, ...]:
+        """The settings this model uses (dotted, below ``model.``): its kind's (:data:`KIND_SETTINGS`),
+        less ``coeffs`` / ``power`` unless the activation is the one that reads them."""
+        return tuple(name for name in KIND_SETTINGS[self.kind]
+                     if name not in _ACTIVATION_SETTINGS or _ACTIVATION_SETTINGS[name] == self.activation)
+
+
+#: The settings of :class:`ModelConfig` that each model kind uses.
+KIND_SETTINGS: dict[str, tuple[str, ...]] = {
+    "cbow": ("kind", "d", "activation", "coeffs", "power", "embedding", "bias", "pool",
+             "init.gamma", "init.embedding", "init.unembedding"),
+    "attention": ("kind", "d", "d_k", "positional", "init.gamma", "init.embedding", "init.unembedding",
+                  "init.qk", "init.ov"),
+}
+#: CBOW settings read by one activation only: the coefficients of ``poly``, the power of ``monomial``.
+_ACTIVATION_SETTINGS = {"coeffs": "poly", "power": "monomial"}
 
 
 @dataclass
@@ -191,11 +222,8 @@ class RunConfig:
             ("train.momentum", self.train.momentum, 0), ("train.weight_decay", self.train.weight_decay, 0),
         ])
         check_positive([("train.lr", self.train.lr), ("analysis.probe_lr", self.analysis.probe_lr),
-                        ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol),
-                        ("model.init.gamma", self.model.init.gamma),
-                        *[(f"model.init.{name}", getattr(self.model.init, name))
-                          for name in ("embedding", "unembedding", "qk", "ov")
-                          if getattr(self.model.init, name) is not None]])
+                        ("train.flow_rtol", self.train.flow_rtol), ("train.flow_atol", self.train.flow_atol)])
+        self.model.init.validate()
         if self.train.optimizer == "flow":
             if self.train.batch_size != 0:
                 raise InputError(f"train.optimizer=flow integrates the full-batch gradient flow: train.batch_size must "
@@ -206,6 +234,28 @@ class RunConfig:
         if self.model.activation == "poly" and not self.model.coeffs:
             raise InputError("model.coeffs must list at least one coefficient C_1 for activation 'poly'")
         return self
+
+    def check_applies(self, keys: list[str]) -> None:
+        """InputError, naming the key and the model kind, for an override ``keys`` of a model setting that
+        this run's model does not use (:meth:`ModelConfig.settings`)."""
+        used = self.model.settings()
+        for key in keys:
+            name = key.removeprefix("model.")
+            if not key.startswith("model.") or name in used:
+                continue
+            if name in _ACTIVATION_SETTINGS and self.model.kind == "cbow":
+                raise InputError(f"{key} is read only with model.activation={_ACTIVATION_SETTINGS[name]}, and this "
+                                 f"run's activation is {self.model.activation}")
+            raise InputError(f"{key} does not apply to model.kind={self.model.kind}; its settings: "
+                             + ", ".join(f"model.{n}" for n in used))
+
+    def recorded(self, data: dict) -> dict:
+        """The dict of :func:`to_dict` with only the model settings this run uses (what ``config.yaml``
+        holds)."""
+        used = set(self.model.settings())
+        model = {k: v for k, v in data["model"].items() if k in used or k == "init"}
+        model["init"] = {k: v for k, v in model["init"].items() if f"init.{k}" in used}
+        return {**data, "model": model}
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -247,8 +297,11 @@ def parse_value(raw: str) -> Any:
 def apply_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:
     """Return a copy of ``cfg`` (a :class:`RunConfig` or another nested config dataclass with a
     ``validate()`` method, e.g. :class:`ctxstair.config.lm.LMConfig`) with dotted overrides applied
-    and type-checked, then validated."""
+    and type-checked, then validated. An override of a setting the config's model does not use is
+    refused (``check_applies``); a key the config class has renamed (``RENAMED``) is read under its
+    new name, with a one-line notice."""
     cfg = from_dict(to_dict(cfg), type(cfg))
+    overrides = {_new_name(type(cfg), key): value for key, value in overrides.items()}
     for key, value in overrides.items():
         path = key.split(".")
         if isinstance(cfg, RunConfig) and path[0] == "task" and len(path) == 2 and path[1] not in ("name", "params"):
@@ -266,18 +319,66 @@ def apply_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:
                 setattr(target, name, _coerce(key, value, _field_types(type(target))[name]))
             else:
                 target = getattr(target, name)
-    return cfg.validate()
+    cfg = cfg.validate()
+    if hasattr(cfg, "check_applies"):
+        cfg.check_applies(list(overrides))
+    return cfg
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
-    """Plain nested dict of the config (for YAML)."""
-    return dataclasses.asdict(cfg)
+    """Plain nested dict of the config (for YAML): the settings its model uses (``recorded``)."""
+    data = dataclasses.asdict(cfg)
+    return cfg.recorded(data) if hasattr(cfg, "recorded") else data
 
 
 def from_dict(data: dict[str, Any], cls: type = None) -> Config:
     """Build a config of type ``cls`` (default :class:`RunConfig`) from a nested dict (e.g. a saved
-    ``config.yaml``), checking every key."""
-    return _build(cls or RunConfig, data, "")
+    ``config.yaml``), checking every key; keys of an older spelling (``cls.RENAMED``) are read under
+    their new names."""
+    cls = cls or RunConfig
+    for old in getattr(cls, "RENAMED", {}):
+        data = _moved(data, old, _new_name(cls, old)) if _lookup(data, old) is not _MISSING else data
+    return _build(cls, data, "")
+
+
+_MISSING = object()
+
+
+def _new_name(cls: type, key: str) -> str:
+    """``key``, or its new name when ``cls.RENAMED`` lists it (with a one-line notice on stderr)."""
+    new = getattr(cls, "RENAMED", {}).get(key)
+    if new is None:
+        return key
+    print(f"ctxstair: note: {key} is now spelled {new}; the old spelling is read as the new one", file=sys.stderr)
+    return new
+
+
+def _lookup(data: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return _MISSING
+        data = data[part]
+    return data
+
+
+def _moved(data: dict, old: str, new: str) -> dict:
+    """A copy of the nested dict ``data`` with the value at dotted ``old`` moved to dotted ``new``."""
+    value = _lookup(data, old)
+    data = _without(data, old.split("."))
+    *sections, last = new.split(".")
+    result = dict(data)
+    target = result
+    for section in sections:
+        target[section] = dict(target.get(section) or {})
+        target = target[section]
+    target[last] = value
+    return result
+
+
+def _without(data: dict, path: list[str]) -> dict:
+    if len(path) == 1:
+        return {k: v for k, v in data.items() if k != path[0]}
+    return {**data, path[0]: _without(data[path[0]], path[1:])}
 
 
 def dump_yaml(cfg: Config) -> str:

@@ -6,11 +6,11 @@ analysis as nested dataclasses, read and written like every config (:mod:`ctxsta
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ctxstair.checks import check_key_choice, check_minimum, check_positive
-from ctxstair.config import PROBE_METHODS
+from ctxstair.config import PROBE_METHODS, InitConfig
 from ctxstair.devices import check_device_name
 from ctxstair.errors import InputError
 from ctxstair.models.decoder import DecoderConfig
@@ -36,24 +36,24 @@ class CorpusConfig:
 
 @dataclass
 class LMModelConfig:
-    """The decoder of SPEC §5 at toy size (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096)
-    and its γ-init (SPEC §4; per-component γ default to ``gamma``). ``hf_config``, when set, is the
-    path of a Hugging Face Llama ``config.json`` (or its directory) whose sizes replace ``d_model``,
+    """The decoder of SPEC §5 at toy size (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096) and
+    its γ-init (SPEC §4) in ``init``, spelled as for the ensemble models (``model.init.gamma``,
+    ``model.init.qk``, ...; per-component γ default to ``init.gamma``). The sizes' defaults are
+    :class:`~ctxstair.models.decoder.DecoderConfig`'s. ``hf_config``, when set, is the path of a
+    Hugging Face Llama ``config.json`` (or its directory) whose sizes replace ``d_model``,
     ``n_layers``, ``n_heads``, ``head_dim`` and ``d_mlp``
     (:func:`~ctxstair.models.decoder_hf.decoder_config_from_hf`)."""
 
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    head_dim: int = 16
-    d_mlp: int = 256
-    gamma: float = 1.0
-    gamma_embedding: float | None = None
-    gamma_unembedding: float | None = None
-    gamma_qk: float | None = None
-    gamma_ov: float | None = None
-    gamma_mlp: float | None = None
+    d_model: int = DecoderConfig.d_model
+    n_layers: int = DecoderConfig.n_layers
+    n_heads: int = DecoderConfig.n_heads
+    head_dim: int = DecoderConfig.head_dim
+    d_mlp: int = DecoderConfig.d_mlp
+    init: InitConfig = field(default_factory=InitConfig)
     hf_config: str = ""
+
+    #: The sizes it sets of the DecoderConfig (the rest come from the corpus and the training).
+    SIZES: ClassVar[tuple[str, ...]] = ("d_model", "n_layers", "n_heads", "head_dim", "d_mlp")
 
 
 @dataclass
@@ -113,6 +113,10 @@ class LMConfig:
 
     #: What the trainer counts: snapshot names, metrics rows and checkpoints are keyed by step.
     TIME_UNIT: ClassVar[str] = "step"
+    #: The γ settings' spelling before they moved into ``model.init`` (read as the new one).
+    RENAMED: ClassVar[dict[str, str]] = {
+        "model.gamma": "model.init.gamma",
+        **{f"model.gamma_{c}": f"model.init.{c}" for c in ("embedding", "unembedding", "qk", "ov", "mlp")}}
 
     recipe: str = "lm-staircase"
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
@@ -137,7 +141,8 @@ class LMConfig:
         if self.analysis.path_windows > self.analysis.windows:
             raise InputError(f"analysis.path_windows ({self.analysis.path_windows}) must not exceed analysis.windows "
                              f"({self.analysis.windows}): the path shares use the first of the sampled windows")
-        check_positive([("train.lr", self.train.lr), ("model.gamma", self.model.gamma)])
+        check_positive([("train.lr", self.train.lr)])
+        self.model.init.validate()
         for key, value in [("train.warmup", self.train.warmup),
                            ("train.final_lr_fraction", self.train.final_lr_fraction),
                            ("analysis.heldout_fraction", self.analysis.heldout_fraction)]:
@@ -151,10 +156,10 @@ class LMConfig:
 
     def decoder_config(self, vocab_size: int) -> DecoderConfig:
         """The :class:`DecoderConfig` of this run for a tokenizer of ``vocab_size``."""
-        model = asdict(self.model)
-        hf_config = model.pop("hf_config")
-        settings = {"vocab_size": vocab_size, "max_seq_len": self.corpus.window, "seed": self.train.seed}
-        if hf_config:  # its sizes replace ours; the vocabulary, window, seed and γ's stay the run's
-            gammas = {key: value for key, value in model.items() if key.startswith("gamma")}
-            return decoder_config_from_hf(hf_config, **settings, **gammas)
-        return DecoderConfig(**settings, **model)
+        init = self.model.init
+        gammas = {"gamma": init.gamma, **{f"gamma_{c}": getattr(init, c)
+                                          for c in ("embedding", "unembedding", "qk", "ov", "mlp")}}
+        settings = {"vocab_size": vocab_size, "max_seq_len": self.corpus.window, "seed": self.train.seed, **gammas}
+        if self.model.hf_config:  # its sizes replace ours; the vocabulary, window, seed and γ's stay the run's
+            return decoder_config_from_hf(self.model.hf_config, **settings)
+        return DecoderConfig(**settings, **{name: getattr(self.model, name) for name in LMModelConfig.SIZES})

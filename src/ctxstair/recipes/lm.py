@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.analysis.lm_staircase import TOKENS_FILE, measure_series, read_lm_analysis
 from ctxstair.config import apply_overrides
 from ctxstair.config.lm import LMConfig
@@ -50,7 +51,7 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     loss_key = KeyNumber("held-out next-token loss, start → end",
                          f"{ms.fmt(val[min(val)])} → {ms.fmt(val[max(val)])} nats", "decreases",
                          bool(val[max(val)] < val[min(val)]))
-    if not (run / "alignment.csv").is_file():
+    if not (run / LM_ANALYSIS).is_file():
         return Outcome([loss_key], "Trained without analysis (analysis.enabled=false).",
                        {"loss.png": ("Loss over training.", lm_figures.loss_figure(run))})
     course = ms.rho_next_course(run)
@@ -58,14 +59,14 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
     peak = int(np.nanargmax(rho))
     rho_keys = _rho_next_keys(course, cfg.train.steps)
     paragraph = (
-        f"A {cfg.model.n_layers}-layer decoder (d = {cfg.model.d_model}, γ = {cfg.model.gamma}) trained on "
+        f"A {cfg.model.n_layers}-layer decoder (d = {cfg.model.d_model}, γ = {cfg.model.init.gamma}) trained on "
         f"{cfg.corpus.source!r} ({cfg.corpus.tokenizer}, {cfg.corpus.vocab_size} tokens): the correlation of the "
         f"embedding geometry with the next-token signatures, ρ_next, starts at {ms.fmt(rho[0])}, peaks at "
         f"{ms.fmt(rho[peak])} at step {steps[peak]} and ends at {ms.fmt(rho[-1])}.")
     rho_figure = {"rho_next.png": ("ρ_next over training, with the training and held-out loss.",
                                    lm_figures.rho_next_figure(run))}
     summary = {"steps": steps, "rho_next": rho}
-    if not (run / "lm_analysis.csv").is_file():  # analysis.measures=rho_next
+    if cfg.analysis.measures == "rho_next":
         return Outcome(rho_keys + [loss_key], paragraph + " Only ρ_next was measured (analysis.measures=rho_next).",
                        rho_figure, summary)
     keys, more, probe, shuffled = _analysis_keys(run, steps, peak, steps <= cfg.train.steps / 3)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ctxstair import numerics, rundir
+from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
@@ -90,7 +91,7 @@ def member_rows(cell_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for part, run in run_directories(cell_dir).items():
         cfg = Run(run).config
-        if cfg.TIME_UNIT == "step":  # a language model
+        if rundir.directory_kind(run) == rundir.LM_RUN:
             rows.append({"part": part, "member": 0, "seed": cfg.train.seed, **lm_numbers(run)})
             continue
         members = rundir.read_table(run, "members.csv", ints=("member", "seed", "d"))
@@ -131,7 +132,7 @@ def lm_numbers(run: Path) -> dict[str, Any]:
     """The numbers of a language-model run (module docstring); the ρ_next columns are empty when
     it was not analysed."""
     numbers: dict[str, Any] = dict.fromkeys(LM_NUMBER_COLUMNS)
-    if (run / "alignment.csv").is_file():
+    if (run / LM_ANALYSIS).is_file():
         course = ms.rho_next_course(run)
         numbers.update({column: course[column] for column in ms.RHO_NEXT_NUMBERS})
     else:

@@ -197,7 +197,7 @@ def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str],
     if lm:
         return (f"{len(done)} of {len(spec['cells'])} cells of {spec['recipe']} ({sizes}), one model each. ρ_next's "
                 "peak is its largest value over the snapshots; its decay is how far it falls from the peak by the end, "
-                "as a fraction of the peak. Numbers per cell are in sweep.csv, curves in each cell's alignment.csv.")
+                "as a fraction of the peak. Numbers per cell are in sweep.csv, curves in each cell's lm_analysis.csv.")
     text = (f"{len(done)} of {len(spec['cells'])} cells of {spec['recipe']} ({sizes}), "
             f"{len(rows)} trained members in all. Each row of the table gives the medians over a cell's members. ")
     if spec["analysis"]:
