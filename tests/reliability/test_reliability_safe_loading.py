@@ -259,13 +259,14 @@ def test_a_trainer_checkpoint_with_safetensors_loads_and_its_pickles_stay_unread
 
 def test_a_sharded_safetensors_model_still_loads(tmp_path, corpus):
     """The index check lets safetensors shards through (``save_pretrained`` shards a large model)."""
-    from ctxstair.lm.hf import load_embeddings
+    from ctxstair.lm.checkpoints import open_source
 
     _, tokenizer = corpus
     folder = hf_folder(tmp_path / "model", tokenizer)
     model = save_weights(folder, max_shard_size="20KB")
     assert (folder / "model.safetensors.index.json").is_file()
-    (checkpoint,) = load_embeddings(folder)
+    (entry,) = open_source(folder).entries()
+    checkpoint = entry.load(False)
     np.testing.assert_array_equal(checkpoint.W_E, model.get_input_embeddings().weight.detach().numpy())
 
 

@@ -44,6 +44,7 @@ import numpy as np
 
 from ctxstair.alignment.similarity import signature_cosine
 from ctxstair.checks import check_id_subset, check_sequences, int_in_range, positive_float
+from ctxstair.config.lm import LMAnalysisConfig
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.schema import (
@@ -84,15 +85,16 @@ class StaircaseSettings:
         paths: measure the attention paths and path shares (Llama-family models).
     """
 
-    k: int = 200
-    prefix_labels: int = 1000
-    heldout_fraction: float = 0.25
-    probe_steps: int = 300
-    probe_method: str = "fast"
-    attention_windows: int = 128
-    path_windows: int = 4
+    # The defaults are the LM runs' config's (one source; the reasons are in the module docstring).
+    k: int = LMAnalysisConfig.k
+    prefix_labels: int = LMAnalysisConfig.prefix_labels
+    heldout_fraction: float = LMAnalysisConfig.heldout_fraction
+    probe_steps: int = LMAnalysisConfig.probe_steps
+    probe_method: str = LMAnalysisConfig.probe
+    attention_windows: int = LMAnalysisConfig.windows
+    path_windows: int = LMAnalysisConfig.path_windows
     null_permutations: int = 100
-    seed: int = 0
+    seed: int = LMAnalysisConfig.seed
     probe: bool = True
     paths: bool = True
 
