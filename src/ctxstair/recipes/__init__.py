@@ -8,10 +8,23 @@ importing them all here fills the registry, so a new recipe is one new module.
 import importlib
 import pkgutil
 
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, all_recipes, get, run_recipe, write_recipe_report
+from ctxstair.recipes.base import (
+    ComputedRecipe,
+    KeyNumber,
+    Outcome,
+    Paper,
+    Recipe,
+    TrainedRecipe,
+    TrainerRecipe,
+    all_recipes,
+    get,
+    run_recipe,
+    write_recipe_report,
+)
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in ("base", "verdicts"):
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["KeyNumber", "Outcome", "Recipe", "all_recipes", "get", "run_recipe", "write_recipe_report"]
+__all__ = ["ComputedRecipe", "KeyNumber", "Outcome", "Paper", "Recipe", "TrainedRecipe", "TrainerRecipe", "all_recipes",
+           "get", "run_recipe", "write_recipe_report"]

@@ -6,10 +6,12 @@ a recipe output directory that ``ctxstair report`` reads like any other.
 
 The numbers of each member (:func:`member_numbers`, one row of ``sweep.csv``), from its files alone:
 
-* ``order0_peak``, ``order0_peak_epoch`` — the largest order-0 Pearson over the snapshots and its
-  epoch (SPEC §3; the global maximum, not restricted to the loss plateau as in ``staircase-add``);
+* ``order0_max``, ``order0_max_epoch`` — the largest order-0 Pearson over the snapshots and its
+  epoch (SPEC §3): the global maximum, and so not the order-0 *peak* of the recipes' reports
+  (:func:`ctxstair.report.measures.order0_peak`, the largest before the loss has fallen halfway);
+  on ``staircase-add`` at its defaults the two coincide;
 * ``order0_end``, ``order1_probe_end``, ``order1_probe_zero_mean_end`` — the last snapshot's values;
-* ``takeover_epoch`` — the first snapshot epoch at or after the order-0 peak at which the zero-mean
+* ``takeover_epoch`` — the first snapshot epoch at or after the order-0 maximum at which the zero-mean
   order-1 probe (what order 1 adds beyond order 0) explains the embedding geometry better than the
   order-0 signature does (held-out Pearson above the order-0 Pearson); empty if it never does;
 * ``loss_end``, ``acc_end``, ``acc100_epoch`` (first epoch at 100 % training accuracy, or empty).
@@ -36,7 +38,7 @@ from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
 #: Columns of one member's numbers, in ``sweep.csv`` order.
-NUMBER_COLUMNS = ("order0_peak", "order0_peak_epoch", "order0_end", "order1_probe_end",
+NUMBER_COLUMNS = ("order0_max", "order0_max_epoch", "order0_end", "order1_probe_end",
                   "order1_probe_zero_mean_end", "takeover_epoch", "loss_end", "acc_end", "acc100_epoch")
 #: Columns of a language-model cell's numbers, in ``sweep.csv`` order.
 LM_NUMBER_COLUMNS = ms.RHO_NEXT_NUMBERS + ("train_seconds",)
@@ -90,7 +92,7 @@ def member_rows(cell_dir: Path) -> list[dict[str, Any]]:
     rows = []
     for part, run in run_directories(cell_dir).items():
         cfg = Run(run).config
-        if cfg.TIME_UNIT == "step":  # a language model
+        if _language_model(cfg):
             rows.append({"part": part, "member": 0, "seed": cfg.train.seed, **lm_numbers(run)})
             continue
         members = rundir.read_table(run, "members.csv", ints=("member", "seed", "d"))
@@ -102,6 +104,16 @@ def member_rows(cell_dir: Path) -> list[dict[str, Any]]:
                          "gamma_unembedding": float(members["gamma_unembedding"][i]),
                          **member_numbers(run, int(member), table)})
     return rows
+
+
+def _language_model(cfg: Any) -> bool:
+    """Whether a run's config is a language model's (it counts steps, not epochs)."""
+    return cfg.TIME_UNIT == "step"
+
+
+def language_model_cell(cell_dir: Path) -> bool:
+    """Whether a trained cell's runs are language models (one row per cell of the course of ρ_next)."""
+    return any(_language_model(Run(run).config) for run in run_directories(cell_dir).values())
 
 
 def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | None) -> dict[str, Any]:
@@ -116,12 +128,12 @@ def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | No
     snap, r0 = rundir.alignment_series(alignment, "order0", member)
     if np.all(np.isnan(r0)):
         return numbers
-    peak = int(np.nanargmax(r0))
-    numbers.update(order0_peak=float(r0[peak]), order0_peak_epoch=int(snap[peak]), order0_end=float(r0[-1]))
+    top = int(np.nanargmax(r0))
+    numbers.update(order0_max=float(r0[top]), order0_max_epoch=int(snap[top]), order0_end=float(r0[-1]))
     if np.any(alignment["signature"] == "order1_probe_zero_mean"):
         _, probe = rundir.alignment_series(alignment, "order1_probe", member)
         _, probe0 = rundir.alignment_series(alignment, "order1_probe_zero_mean", member)
-        after = np.arange(len(snap)) >= peak
+        after = np.arange(len(snap)) >= top
         numbers.update(order1_probe_end=float(probe[-1]), order1_probe_zero_mean_end=float(probe0[-1]),
                        takeover_epoch=ms.first_epoch(snap, after & (probe0 > r0)))
     return numbers
