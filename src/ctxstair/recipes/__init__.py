@@ -1,8 +1,9 @@
 """Named experiments of SPEC §8: ``run_recipe(name, out)``; ``all_recipes()`` lists them.
 
-Every module of this package but ``base`` and ``verdicts`` (the table of all recipes' verdicts,
-``python -m ctxstair.recipes.verdicts``) defines its recipes and registers them when imported;
-importing them all here fills the registry, so a new recipe is one new module.
+Every module of this package but ``base`` (the three kinds of recipe and the registry) and
+``verdicts`` (the table of all recipes' verdicts, ``python -m ctxstair.recipes.verdicts``) defines
+its recipes and registers them when imported; importing them all here fills the registry, so a new
+recipe is one new module (docs/design.md, "Where a new piece goes").
 """
 
 import importlib
