@@ -73,7 +73,7 @@ def member_add_numbers(run: Path, m: int) -> dict:
                 peak_loss=ms.value_at(loss_epochs, loss, epochs[peak]),
                 halfway=ms.halfway_loss(loss), end=float(r0[-1]), probe_end=float(probe[-1]),
                 probe0_end=float(probe0[-1]),
-                acc_end=float(acc[-1]), acc_full=ms.first_epoch(acc_epochs, acc >= 1.0),
+                acc_end=float(acc[-1]), acc_full=ms.learned_epoch(acc_epochs, acc, 1.0),
                 k_half=int(ks.max()), half_at_peak=float(half[peak]), half_end=float(half[-1]),
                 k_star=k_star, r_star=r_star, last_epoch=int(epochs[-1]))
 

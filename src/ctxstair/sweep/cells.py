@@ -122,7 +122,7 @@ def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | No
     epochs, loss = ms.metric_series(run, member, "loss")
     _, acc = ms.metric_series(run, member, "acc")
     numbers: dict[str, Any] = dict.fromkeys(NUMBER_COLUMNS)
-    numbers.update(loss_end=float(loss[-1]), acc_end=float(acc[-1]), acc100_epoch=ms.first_epoch(epochs, acc >= 1.0))
+    numbers.update(loss_end=float(loss[-1]), acc_end=float(acc[-1]), acc100_epoch=ms.learned_epoch(epochs, acc, 1.0))
     if alignment is None or not np.any(alignment["signature"] == "order0"):
         return numbers
     snap, r0 = rundir.alignment_series(alignment, "order0", member)
