@@ -128,11 +128,13 @@ class Recipe:
 
     def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[Any]:
         """The checked configuration of every run of one sweep cell with ``overrides`` and ``seeds``,
-        analysed or not, as the cell will train it (InputError naming a bad key or value)."""
+        analysed or not, as the cell will train it (InputError naming a bad key or value); a kind
+        that is not :attr:`sweepable` has none."""
         raise NotImplementedError
 
     def cell_run(self, overrides: dict[str, Any], analysis: bool) -> tuple[dict[str, Any], bool]:
-        """The overrides and the ``analysis`` flag that :func:`run_recipe` gets for one sweep cell."""
+        """The overrides and the ``analysis`` flag that :func:`run_recipe` gets for one sweep cell of
+        a :attr:`sweepable` kind."""
         raise NotImplementedError
 
 
