@@ -4,8 +4,8 @@ A restructuring of the code must not change a single number. This script runs ev
 recipe (shortened where it takes minutes, the same settings every time) and ``lm train`` on the
 synthetic corpus through the ``ctxstair`` command, and ``analyze-model`` on an LM run's snapshots,
 and keeps what a run measures: every CSV, every ``metrics.jsonl``, ``summary.json`` and
-``analysis.json`` without their timings. ``record`` writes them with their SHA-256 into a directory; ``compare`` reruns (or reads a second record) and lists every file
-whose bytes differ::
+``analysis.json`` without their timings. ``record`` writes them with their SHA-256 into a
+directory; ``compare`` reruns (or reads a second record) and lists every file whose bytes differ::
 
     python scripts/compare_outputs.py record before/          # on the old code
     python scripts/compare_outputs.py record after/           # on the new code
@@ -39,7 +39,8 @@ SHORTENED: dict[str, list[str]] = {
     "early-geometry": ["--set", "train.epochs=120", "--set", "snapshots.every=50", "--set", "analysis.probe_steps=20",
                        "--set", "analysis.probe_folds=2"],
     "higher-orders": ["--set", "task.p=16", "--set", "task.shifts=[0,1,2,3,4,5,6,7]", "--set", "model.d=32",
-                      "--set", "train.epochs=1500", "--set", "snapshots.every=250", "--set", "analysis.probe_steps=100"],
+                      "--set", "train.epochs=1500", "--set", "snapshots.every=250",
+                      "--set", "analysis.probe_steps=100"],
     "lm-staircase": ["--set", "train.steps=200", "--set", "corpus.max_tokens=60000", "--set", "snapshots.every=50",
                      "--set", "analysis.probe_steps=60"],
     "modulus-onset": ["--seeds", "2", "--set", "task.N=6", "--set", "model.d=16", "--set", "train.epochs=60"],
