@@ -1,12 +1,11 @@
 """Record, then compare, the numbers every recipe and ``ctxstair lm train`` write.
 
-A restructuring of the code must not change a single number. This script runs every recipe
-(shortened where it takes minutes, the same settings every time) and ``lm train`` on the synthetic
-corpus through the ``ctxstair`` command, and ``analyze-model`` on an LM run's snapshots, and keeps
-what a run measures: every CSV, every ``metrics.jsonl``, ``summary.json`` and ``analysis.json``
-without their timings. ``record`` writes them with their
-SHA-256 into a directory; ``compare`` reruns (or reads a second record) and lists every file
-whose bytes differ::
+A restructuring of the code must not change a single number. This script runs every registered
+recipe (shortened where it takes minutes, the same settings every time) and ``lm train`` on the
+synthetic corpus through the ``ctxstair`` command, and ``analyze-model`` on an LM run's snapshots,
+and keeps what a run measures: every CSV, every ``metrics.jsonl``, ``summary.json`` and
+``analysis.json`` without their timings. ``record`` writes them with their SHA-256 into a
+directory; ``compare`` reruns (or reads a second record) and lists every file whose bytes differ::
 
     python scripts/compare_outputs.py record before/          # on the old code
     python scripts/compare_outputs.py record after/           # on the new code
@@ -30,38 +29,33 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: Job name -> the ``ctxstair`` arguments after the command. Recipes that take more than about a
-#: minute at their defaults are shortened (the test suite's small settings); the others run at
-#: their defaults.
-JOBS: dict[str, list[str]] = {
-    "activation-order": ["run", "activation-order", "--set", "task.N=6", "--set", "train.epochs=200",
-                         "--set", "train.members=1", "--set", "snapshots.every=50"],
-    "attention-arith": ["run", "attention-arith"],
-    "attention-parity": ["run", "attention-parity"],
-    "composite": ["run", "composite", "--seeds", "2", "--set", "task.n_samples=300", "--set", "task.n_eval=200",
-                  "--set", "train.epochs=60", "--set", "snapshots.every=20"],
-    "early-geometry": ["run", "early-geometry", "--set", "train.epochs=120", "--set", "snapshots.every=50",
-                       "--set", "analysis.probe_steps=20", "--set", "analysis.probe_folds=2"],
-    "ffn-vs-attention": ["run", "ffn-vs-attention"],
-    "higher-orders": ["run", "higher-orders", "--set", "task.p=16", "--set", "task.shifts=[0,1,2,3,4,5,6,7]",
-                      "--set", "model.d=32", "--set", "train.epochs=1500", "--set", "snapshots.every=250",
+#: The ``ctxstair run`` arguments (after the recipe's name) of the recipes that take more than about a
+#: minute at their defaults: the test suite's small settings. Every other registered recipe runs at
+#: its defaults, so a new recipe is recorded without an entry here.
+SHORTENED: dict[str, list[str]] = {
+    "activation-order": ["--set", "task.N=6", "--set", "train.epochs=200", "--set", "train.members=1",
+                         "--set", "snapshots.every=50"],
+    "activation-order-n50": ["--set", "task.N=6", "--set", "train.epochs=200", "--set", "train.members=1",
+                             "--set", "snapshots.every=50"],
+    "composite": ["--seeds", "2", "--set", "task.n_samples=300", "--set", "task.n_eval=200", "--set", "train.epochs=60",
+                  "--set", "snapshots.every=20"],
+    "early-geometry": ["--set", "train.epochs=120", "--set", "snapshots.every=50", "--set", "analysis.probe_steps=20",
+                       "--set", "analysis.probe_folds=2"],
+    "higher-orders": ["--set", "task.p=16", "--set", "task.shifts=[0,1,2,3,4,5,6,7]", "--set", "model.d=32",
+                      "--set", "train.epochs=1500", "--set", "snapshots.every=250",
                       "--set", "analysis.probe_steps=100"],
-    "init-scaling": ["run", "init-scaling"],
-    "label-law": ["run", "label-law"],
-    "lm-staircase": ["run", "lm-staircase", "--set", "train.steps=200", "--set", "corpus.max_tokens=60000",
-                     "--set", "snapshots.every=50", "--set", "analysis.probe_steps=60"],
-    "minmax": ["run", "minmax"],
-    "modulus-onset": ["run", "modulus-onset", "--seeds", "2", "--set", "task.N=6", "--set", "model.d=16",
-                      "--set", "train.epochs=60"],
-    "reason-memory": ["run", "reason-memory", "--seeds", "2", "--set", "task.n_samples=600", "--set", "task.n_eval=200",
+    "lm-staircase": ["--set", "train.steps=200", "--set", "corpus.max_tokens=60000", "--set", "snapshots.every=50",
+                     "--set", "analysis.probe_steps=60"],
+    "modulus-onset": ["--seeds", "2", "--set", "task.N=6", "--set", "model.d=16", "--set", "train.epochs=60"],
+    "reason-memory": ["--seeds", "2", "--set", "task.n_samples=600", "--set", "task.n_eval=200",
                       "--set", "train.epochs=60", "--set", "snapshots.every=20"],
-    "seed-spectra": ["run", "seed-spectra", "--seeds", "3", "--set", "task.N=24", "--set", "model.d=32",
-                     "--set", "train.epochs=100", "--set", "analysis.probe_steps=20",
-                     "--set", "analysis.probe_folds=2"],
-    "signature-embeddings": ["run", "signature-embeddings", "--seeds", "2", "--set", "task.N=12", "--set", "model.d=32",
-                             "--set", "train.epochs=300"],
-    "staircase-add": ["run", "staircase-add"],
-    "staircase-mod": ["run", "staircase-mod"],
+    "seed-spectra": ["--seeds", "3", "--set", "task.N=24", "--set", "model.d=32", "--set", "train.epochs=100",
+                     "--set", "analysis.probe_steps=20", "--set", "analysis.probe_folds=2"],
+    "signature-embeddings": ["--seeds", "2", "--set", "task.N=12", "--set", "model.d=32", "--set", "train.epochs=300"],
+}
+
+#: Jobs besides the recipes: job name -> the ``ctxstair`` arguments after the command.
+JOBS: dict[str, list[str]] = {
     "lm-train": ["lm", "train", "--set", "train.steps=200", "--set", "corpus.max_tokens=60000",
                  "--set", "snapshots.every=50", "--set", "analysis.probe_steps=60"],
 }
@@ -116,13 +110,25 @@ def _kept_files(run: Path) -> dict[str, bytes]:
     return kept
 
 
-def record(dest: Path, only: list[str], before_unified_defaults: bool = False) -> None:
-    """Run the jobs (all, or ``only``) and write their kept files and ``manifest.json`` into ``dest``;
-    with ``before_unified_defaults`` the LM jobs add :data:`BEFORE_UNIFIED_DEFAULTS` to their last command."""
-    jobs = {**{name: [[*args, "--out", "{out}"]] for name, args in JOBS.items()}, **STEPS}
+def all_jobs(before_unified_defaults: bool = False) -> dict[str, list[list[str]]]:
+    """Job name -> its commands: every registered recipe (``ctxstair run NAME``, with :data:`SHORTENED`
+    where it has an entry), then :data:`JOBS` and :data:`STEPS`; with ``before_unified_defaults`` the
+    LM jobs add :data:`BEFORE_UNIFIED_DEFAULTS` to their last command."""
+    from ctxstair.recipes import all_recipes
+
+    commands = {recipe.name: ["run", recipe.name, *SHORTENED.get(recipe.name, [])] for recipe in all_recipes()}
+    commands.update(JOBS)
+    jobs = {**{name: [[*args, "--out", "{out}"]] for name, args in commands.items()}, **STEPS}
     if before_unified_defaults:
         jobs.update({name: [*jobs[name][:-1], [*jobs[name][-1], *extra]]
                      for name, extra in BEFORE_UNIFIED_DEFAULTS.items()})
+    return jobs
+
+
+def record(dest: Path, only: list[str], before_unified_defaults: bool = False) -> None:
+    """Run the jobs (all, or ``only``) and write their kept files and ``manifest.json`` into ``dest``
+    (:func:`all_jobs`)."""
+    jobs = all_jobs(before_unified_defaults)
     names = only or list(jobs)
     unknown = sorted(set(names) - set(jobs))
     if unknown:

@@ -1,16 +1,17 @@
-"""Record each recipe's example: its ``summary.json`` and resolved configuration, run at the defaults.
+"""Record each recipe's example (its ``summary.json`` and resolved configuration, run at the
+defaults) and regenerate the verdict table of docs/recipes.md from the examples.
 
-The verdict table of docs/recipes.md (:mod:`ctxstair.recipes.verdicts`) is built from these
-examples, and tests/test_verdicts.py checks that each still holds its recipe's current defaults.
-For every recipe asked for (all by default) this runs ``ctxstair run NAME`` into a scratch
-directory and keeps ``summary.json`` with the configuration: ``config.yaml`` of a single run,
-``recipe.json`` and each ``<part>/config.yaml`` of a recipe with parts, ``recipe.json`` of a
-computation. Snapshots, figures and reports are left behind::
+The verdict table (:mod:`ctxstair.recipes.verdicts`) is built from these examples, and
+tests/test_verdicts.py checks that each still holds its recipe's current defaults and that the table
+in docs/recipes.md is the one they give. For every recipe asked for (all by default) this runs
+``ctxstair run NAME`` into a scratch directory and keeps ``summary.json`` with the configuration:
+``config.yaml`` of a single run, ``recipe.json`` and each ``<part>/config.yaml`` of a recipe with
+parts, ``recipe.json`` of a computation. Snapshots, figures and reports are left behind. Then it
+writes the table between the markers of docs/recipes.md::
 
     python scripts/record_examples.py                                  # every recipe: their CPU times add up
-    python scripts/record_examples.py --only label-law --only minmax   # some
+    python scripts/record_examples.py --only label-law --only minmax   # some (a new recipe: its name)
     python scripts/record_examples.py --only higher-orders --from runs/higher-orders   # a run made already
-    python -m ctxstair.recipes.verdicts docs/examples/recipes          # then the table, for docs/recipes.md
 
 A recipe's example directory is replaced only once its new contents are complete.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from ctxstair.io import fresh_output_dir
 from ctxstair.recipes import all_recipes
+from ctxstair.recipes.verdicts import write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +62,7 @@ def record(name: str, out_root: Path) -> None:
 
 
 def main() -> int:
+    """Record the examples asked for, then regenerate the verdict table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="record this recipe (repeatable; default: every registered recipe)")
@@ -68,6 +71,8 @@ def main() -> int:
     parser.add_argument("--from", dest="source", type=Path, metavar="DIR",
                         help="copy from this output directory of the one --only recipe (run at its defaults) "
                              "instead of running it")
+    parser.add_argument("--page", type=Path, default=ROOT / "docs" / "recipes.md",
+                        help="the page whose verdict table is regenerated (default: docs/recipes.md)")
     args = parser.parse_args()
     registered = [recipe.name for recipe in all_recipes()]
     unknown = sorted(set(args.only) - set(registered))
@@ -77,9 +82,11 @@ def main() -> int:
         if len(args.only) != 1:
             sys.exit("--from needs exactly one --only NAME")
         copy_example(args.only[0], args.source, args.out_root)
-        return 0
-    for name in args.only or registered:
-        record(name, args.out_root)
+    else:
+        for name in args.only or registered:
+            record(name, args.out_root)
+    write_table(args.page, args.out_root)
+    print(f"verdict table in {args.page}", flush=True)
     return 0
 
 

@@ -39,3 +39,12 @@ def test_compare_reports_every_difference(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "a/y.csv: differs" in out and "a/w.csv: new" in out and "b: only in before" in out
     assert "3 differences" in out
+
+
+def test_every_registered_recipe_is_a_job_and_every_shortening_a_recipe():
+    from ctxstair.recipes import all_recipes
+
+    names = [recipe.name for recipe in all_recipes()]
+    jobs = compare_outputs.all_jobs()
+    assert set(names) <= set(jobs) and set(compare_outputs.SHORTENED) <= set(names)
+    assert jobs["staircase-add"] == [["run", "staircase-add", "--out", "{out}"]]

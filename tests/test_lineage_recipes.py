@@ -12,6 +12,7 @@ import torch
 from recipe_helpers import check_report, recipe_runner, summary
 
 from ctxstair import rundir, tasks
+from ctxstair.alignment import mean_cosine
 from ctxstair.config import load_yaml
 from ctxstair.models import CBOWEnsemble, MemberSpec, build_ensemble
 from ctxstair.recipes import lineage, run_recipe
@@ -178,8 +179,8 @@ def test_geometry_measures():
     assert lineage.order_along_pc1(line, values[::-1])[0] == pytest.approx(1.0)  # the sign of PC1 does not matter
     shuffled = np.random.default_rng(1).permutation(values)
     assert lineage.order_along_pc1(line, shuffled)[0] < 0.9
-    assert lineage.mean_cosine(np.ones((4, 3))) == pytest.approx(1.0)
-    assert lineage.mean_cosine(np.eye(4)) == pytest.approx(0.0)
+    assert mean_cosine(np.ones((4, 3))) == pytest.approx(1.0)
+    assert mean_cosine(np.eye(4)) == pytest.approx(0.0)
     assert lineage.halving_epoch(np.array([0, 10, 20, 30]), np.array([4.0, 3.0, 2.0, 1.0])) == 20
     assert lineage.halving_epoch(np.array([0, 10]), np.array([4.0, 3.0])) is None
 

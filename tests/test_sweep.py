@@ -62,7 +62,7 @@ def test_local_sweep_writes_table_figures_and_report(local_sweep):
     assert [(r["model.init.gamma"], r["member"], r["seed"]) for r in rows] == [
         ("0.5", "0", "0"), ("0.5", "1", "1"), ("1.5", "0", "0"), ("1.5", "1", "1")]
     assert [float(r["gamma_embedding"]) for r in rows] == [0.5, 0.5, 1.5, 1.5]  # the grid reached the members
-    assert all(r["order0_peak"] and r["loss_end"] for r in rows)
+    assert all(r["order0_max"] and r["loss_end"] for r in rows)
     for name in ["phase_epochs.png", "phase_alignment.png", "phase_training.png"]:
         assert (local_sweep / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (local_sweep / "report.html").read_text()
@@ -84,8 +84,9 @@ def test_each_cell_equals_the_run_it_stands_for(local_sweep, tmp_path):
 
 
 def test_member_numbers_follow_their_definitions(local_sweep):
-    """takeover_epoch is the first snapshot at or after the order-0 peak where the zero-mean probe
-    beats order 0 — recomputed here from alignment.csv by hand."""
+    """order0_max is the largest order-0 Pearson over the snapshots, and takeover_epoch the first
+    snapshot at or after it where the zero-mean probe beats order 0 — recomputed here from
+    alignment.csv by hand."""
     cell = local_sweep / "cells" / "model.init.gamma=0.5"
     table = read_csv(cell / "alignment.csv")
     for row in sweep_rows(local_sweep):
@@ -96,9 +97,9 @@ def test_member_numbers_follow_their_definitions(local_sweep):
             if int(r["member"]) == row["member"] and r["signature"] in ("order0", "order1_probe_zero_mean"):
                 series.setdefault(int(r["epoch"]), {})[r["signature"]] = float(r["pearson"])
         epochs = sorted(series)
-        peak = max(epochs, key=lambda e: series[e]["order0"])
-        assert row["order0_peak_epoch"] == peak and row["order0_peak"] == series[peak]["order0"]
-        crossings = [e for e in epochs if e >= peak and series[e]["order1_probe_zero_mean"] > series[e]["order0"]]
+        top = max(epochs, key=lambda e: series[e]["order0"])
+        assert row["order0_max_epoch"] == top and row["order0_max"] == series[top]["order0"]
+        crossings = [e for e in epochs if e >= top and series[e]["order1_probe_zero_mean"] > series[e]["order0"]]
         assert row["takeover_epoch"] == (crossings[0] if crossings else None)
 
 
@@ -140,7 +141,7 @@ def test_no_analysis_sweep_has_training_numbers_only(tmp_path):
                     seeds=1, workers=1, analysis=False)
     rows = read_csv(out / "sweep.csv")
     assert [r["train.lr"] for r in rows] == ["0.5", "2.0"]
-    assert all(r["order0_peak"] == "" and r["takeover_epoch"] == "" and r["loss_end"] for r in rows)
+    assert all(r["order0_max"] == "" and r["takeover_epoch"] == "" and r["loss_end"] for r in rows)
     # gradient descent at lr 2 gets further than at lr 0.5 in the same number of epochs
     assert float(rows[1]["loss_end"]) < float(rows[0]["loss_end"])
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["phase_training.png"]
@@ -186,7 +187,7 @@ def test_report_command_rebuilds_a_sweep(local_sweep, tmp_path, capsys):
     assert main(["report", str(out)]) == 0
     assert read_csv(out / "sweep.csv") == read_csv(local_sweep / "sweep.csv")
     assert (out / "figures" / "phase_epochs.png").is_file()
-    assert np.isfinite(float(read_csv(out / "sweep.csv")[0]["order0_peak"]))
+    assert np.isfinite(float(read_csv(out / "sweep.csv")[0]["order0_max"]))
 
 
 #: A tiny language model on a slice of the synthetic corpus (≈ 3 s a cell), ρ_next only.

@@ -7,25 +7,23 @@ from pathlib import Path
 
 from ctxstair import rundir
 from ctxstair.config import dump_yaml
-from ctxstair.recipes import all_recipes, get
-from ctxstair.recipes.base import resolve
-from ctxstair.recipes.verdicts import PAPER, our_setting, verdict, verdict_rows, verdict_table
+from ctxstair.recipes import ComputedRecipe, TrainerRecipe, all_recipes, get
+from ctxstair.recipes.verdicts import BEGIN, END, our_setting, verdict, verdict_rows, verdict_table, with_table
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs" / "examples" / "recipes"
 RECORD = "python scripts/record_examples.py --only NAME"
-REGENERATE = "python -m ctxstair.recipes.verdicts docs/examples/recipes"
-BEGIN, END = "<!-- verdicts:begin -->", "<!-- verdicts:end -->"
+REGENERATE = "python -m ctxstair.recipes.verdicts docs/examples/recipes --write docs/recipes.md"
 
 
 def expected_example_files(recipe) -> dict[str, object]:
     """Relative path -> the content an example of ``recipe`` recorded at today's defaults holds
     (the text of a YAML file, the parsed payload of a JSON one); summary.json aside."""
-    if recipe.compute is not None:
+    if isinstance(recipe, ComputedRecipe):
         return {"recipe.json": {"recipe": recipe.name, "parts": [], "params": recipe.params({})}}
-    if recipe.trainer is not None:
+    if isinstance(recipe, TrainerRecipe):
         return {"config.yaml": dump_yaml(recipe.configure({}))}
-    configs = resolve(recipe, {})
+    configs = recipe.resolve({})
     if list(configs) == [""]:
         return {"config.yaml": dump_yaml(configs[""])}
     return {"recipe.json": {"recipe": recipe.name, "parts": list(configs)},
@@ -57,7 +55,8 @@ def write_example(examples: Path, name: str, key_numbers: list[tuple]) -> None:
 
 def test_every_recipe_has_the_papers_claim_and_a_recorded_example():
     names = [recipe.name for recipe in all_recipes()]
-    assert sorted(PAPER) == sorted(names), "ctxstair.recipes.verdicts.PAPER needs one entry per recipe"
+    unstated = [recipe.name for recipe in all_recipes() if not (recipe.paper.claim and recipe.paper.settings)]
+    assert not unstated, f"give {', '.join(unstated)} the paper's claim and settings (its paper=Paper(...))"
     unrecorded = [name for name in names if not (EXAMPLES / name / "summary.json").is_file()]
     assert not unrecorded, f"no example of {', '.join(unrecorded)}; record each: {RECORD}"
 
@@ -82,6 +81,13 @@ def test_docs_recipes_md_shows_the_current_table():
     assert block.strip("\n") == verdict_table(EXAMPLES), f"regenerate the block: `{REGENERATE}`"
 
 
+def test_the_table_is_written_between_its_markers_and_nowhere_else():
+    doc = f"# Recipes\n\nbefore\n\n{BEGIN}\n| old |\n{END}\n\nafter\n"
+    assert with_table(doc, "| new |\n|---|") == f"# Recipes\n\nbefore\n\n{BEGIN}\n| new |\n|---|\n{END}\n\nafter\n"
+    current = (ROOT / "docs" / "recipes.md").read_text()
+    assert with_table(current, verdict_table(EXAMPLES)) == current, f"regenerate the block: `{REGENERATE}`"
+
+
 def test_verdict_judges_only_the_judged_key_numbers():
     def judged(*met):
         return [{"name": f"k{i}", "measured": "1", "expected": "1", "met": m} for i, m in enumerate(met)]
@@ -94,12 +100,12 @@ def test_verdict_judges_only_the_judged_key_numbers():
 
 
 def test_our_setting_says_what_is_shared_and_what_varies():
-    grid = our_setting(resolve(get("activation-order"), {}))
+    grid = our_setting(get("activation-order").resolve({}))
     assert grid.startswith("task = sum_mod, N = 10, model = CBOW, σ = z^K")
     assert grid.endswith("; L ∈ {2, 3, 4} × K ∈ 1..6")
     assert "optimizer = Adam lr 0.01" in grid and "epochs = 1000" in grid
     # two parts that differ in two ways are no grid: each part says its own
-    assert our_setting(resolve(get("attention-arith"), {})).endswith("; add: task = add, seeds = 1; "
+    assert our_setting(get("attention-arith").resolve({})).endswith("; add: task = add, seeds = 1; "
                                                                       "mod: task = mod, seeds = 3")
 
 

@@ -30,6 +30,7 @@ from ctxstair.alignment.probe import ProbeResult, probe_alignment
 from ctxstair.alignment.similarity import (
     compare,
     cosine_matrix,
+    mean_cosine,
     partial_correlation,
     permuted_partial_correlation,
     permuted_pearson,
@@ -46,6 +47,7 @@ __all__ = [
     "fourier_alignment",
     "fourier_signatures",
     "linear_cka",
+    "mean_cosine",
     "partial_correlation",
     "permuted_partial_correlation",
     "permuted_pearson",

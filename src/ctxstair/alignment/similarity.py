@@ -52,6 +52,12 @@ def signature_cosine(sig: object) -> np.ndarray:
     return _flat_cosine(sig, "sig")
 
 
+def mean_cosine(rows: object) -> float:
+    """Mean pairwise cosine of the rows (n, ...) over the pairs a < b (SPEC §3): ≈ 0 for random rows,
+    1 for rows along one direction."""
+    return float(upper_triangle(cosine_matrix(rows)).mean())
+
+
 def upper_triangle(S: object) -> np.ndarray:
     """Entries ``S[a, b]`` with ``a < b`` in ``np.triu_indices(n, 1)`` order: the pairs of SPEC §3.
 

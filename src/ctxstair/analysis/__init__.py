@@ -1,8 +1,8 @@
 """Per-run analyses: each reads a trained run (:class:`ctxstair.run.Run`) and writes one file into it.
 
 An analysis is a module ``ctxstair.analysis.<name>`` with ``OUTPUT`` (the file it writes) and
-``analyse(run)``; a recipe names the analyses its runs need. A new analysis is that one module and
-the recipe that names it.
+``analyse(run)``; a recipe names the analyses its runs need. A new analysis is that one module, its
+row in the table below and the recipe that names it.
 
 ====================  ======================  ==================================================
 name                  writes                  what

@@ -35,7 +35,7 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment.geometry import effective_rank
-from ctxstair.alignment.similarity import cosine_matrix, upper_triangle
+from ctxstair.alignment.similarity import mean_cosine
 from ctxstair.config import (
     AnalysisConfig,
     InitConfig,
@@ -45,7 +45,7 @@ from ctxstair.config import (
     TaskConfig,
     TrainConfig,
 )
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import activation_figures
 from ctxstair.report import measures as ms
 from ctxstair.run import Run
@@ -60,6 +60,11 @@ NOT_LEARNED_CHANCE = 2.0
 #: Embeddings are "collapsed" when the effective rank of the task tokens' rows at the end is at most
 #: this fraction of its value at initialization (random rows: ≈ min(N, d)).
 COLLAPSED_FRACTION = 0.3
+#: SPEC §8 F4, reproduced by two recipes (at a smaller N, and at the paper's).
+PAPER_F4 = Paper("the activation's order gates the signature orders: learned iff K ≥ L; collapsed embeddings when "
+                 "K < L",
+                 "σ = z^K, K ∈ 1..6, L ∈ {2, 3, 4}, y = 1 + (Σ x_i) mod N, N = 50, all N^L sequences, 1000 epochs; "
+                 "CBOW, d = 128, small init")
 
 
 def part_name(L: int, K: int) -> str:
@@ -98,12 +103,12 @@ def cell_measures(run: Path) -> dict:
         _, lo = ms.metric_series(run, m, "loss")
         acc.append(float(a[-1]))
         loss.append(float(lo[-1]))
-        learned_epoch.append(ms.first_epoch(e_acc, a >= LEARNED_ACC))
+        learned_epoch.append(ms.learned_epoch(e_acc, a, LEARNED_ACC))
         rows = last[m][tokens].astype(np.float64)
         erank.append(effective_rank(rows))
         erank_init.append(effective_rank(first[m][tokens].astype(np.float64)))
-        mean_cos.append(float(upper_triangle(cosine_matrix(rows)).mean()))
-    chance = 1.0 / N
+        mean_cos.append(mean_cosine(rows))
+    chance = ms.chance_accuracy(run)
     if min(acc) >= LEARNED_ACC:
         verdict = "learned"
     elif max(acc) <= NOT_LEARNED_CHANCE * chance:
@@ -118,35 +123,29 @@ def cell_measures(run: Path) -> dict:
                 expected=expected, holds=holds, collapsed=collapsed)
 
 
-def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of this module's recipe, read from its run directories."""
+def measure(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of an activation-order recipe: part -> :func:`cell_measures` (``cells``), the L and K
+    values, N, which cells were judged, held, undecided or failed, the K < L cells (``below``) and
+    which of them did not collapse, the smallest effective rank of a K ≥ L cell and the median one at
+    initialization."""
     cells = {part: cell_measures(run) for part, run in paths.items()}
-    Ls = sorted({c["L"] for c in cells.values()})
-    Ks = sorted({c["K"] for c in cells.values()})
-    N = next(iter(cells.values()))["N"]
-    keys = []
-    for c in cells.values():
-        relation = "K ≥ L" if c["expected"] else "K < L"
-        keys.append(KeyNumber(
-            f"L = {c['L']}, K = {c['K']} ({relation}): final training accuracy",
-            f"{_span(c['acc'])} → {c['verdict']}; effective rank {_span(c['erank'], 2)}"
-            f"{' (collapsed)' if c['collapsed'] else ''}, mean cosine {_span(c['mean_cos'], 2)}"
-            + (f"; ≥ {LEARNED_ACC:g} first at epoch {_span_int(c['learned_epoch'])}"
-               if c["verdict"] == "learned" else ""),
-            (f"learned (every member ≥ {LEARNED_ACC:g})" if c["expected"]
-             else f"not learned (every member ≤ {NOT_LEARNED_CHANCE:g} × chance = {NOT_LEARNED_CHANCE / c['N']:.3g})"),
-            c["holds"]))
-    judged = [c for c in cells.values() if c["holds"] is not None]
-    held = [c for c in judged if c["holds"]]
-    undecided = [part for part, c in cells.items() if c["holds"] is None]
-    failed = [part for part, c in cells.items() if c["holds"] is False]
     below = {part: c for part, c in cells.items() if not c["expected"]}
-    rank_above = min((min(c["erank"]) for c in cells.values() if c["expected"]), default=float("nan"))
-    rank_init = float(np.median([r for c in cells.values() for r in c["erank_init"]]))
-    not_collapsed = [part for part, c in below.items() if not c["collapsed"]]
-    collapsed = not not_collapsed if below else None
+    judged = [c for c in cells.values() if c["holds"] is not None]
+    return dict(cells=cells, Ls=sorted({c["L"] for c in cells.values()}), Ks=sorted({c["K"] for c in cells.values()}),
+                N=next(iter(cells.values()))["N"], judged=judged, held=[c for c in judged if c["holds"]],
+                undecided=[part for part, c in cells.items() if c["holds"] is None],
+                failed=[part for part, c in cells.items() if c["holds"] is False], below=below,
+                not_collapsed=[part for part, c in below.items() if not c["collapsed"]],
+                rank_above=min((min(c["erank"]) for c in cells.values() if c["expected"]), default=float("nan")),
+                rank_init=float(np.median([r for c in cells.values() for r in c["erank_init"]])))
+
+
+def judge(n: dict) -> list[KeyNumber]:
+    """The rule, the collapse and one key number per cell, from :func:`measure`."""
+    cells, judged, held, undecided, failed = n["cells"], n["judged"], n["held"], n["undecided"], n["failed"]
+    below, not_collapsed = n["below"], n["not_collapsed"]
     exceptions = ", ".join(f"{part} ({_span(below[part]['erank'], 2)})" for part in not_collapsed)
-    keys = [
+    return [
         KeyNumber("rule: learned iff K ≥ L", f"holds in {len(held)} of {len(judged)} judged cells"
                   + (f"; undecided: {', '.join(undecided)}" if undecided else "")
                   + (f"; fails: {', '.join(failed)}" if failed else ""),
@@ -155,28 +154,55 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("collapsed embeddings when K < L (effective rank of W_E[tokens] at the end)",
                   f"collapsed in {len(below) - len(not_collapsed)} of {len(below)} K < L cells"
                   + (f"; not in {exceptions}" if not_collapsed else "")
-                  + f"; K ≥ L cells ≥ {ms.fmt(rank_above, 2)}; random rows at epoch 0: {ms.fmt(rank_init, 2)}",
-                  f"every K < L cell collapsed (≤ {COLLAPSED_FRACTION:g} × its effective rank at epoch 0)", collapsed),
-        *keys,
+                  + f"; K ≥ L cells ≥ {ms.fmt(n['rank_above'], 2)}; random rows at epoch 0: "
+                  f"{ms.fmt(n['rank_init'], 2)}",
+                  f"every K < L cell collapsed (≤ {COLLAPSED_FRACTION:g} × its effective rank at epoch 0)",
+                  not not_collapsed if below else None),
+        *(_cell_key(c) for c in cells.values()),
     ]
-    paragraph = (
+
+
+def _cell_key(c: dict) -> KeyNumber:
+    """The key number of one (L, K) cell of :func:`cell_measures`."""
+    relation = "K ≥ L" if c["expected"] else "K < L"
+    return KeyNumber(
+        f"L = {c['L']}, K = {c['K']} ({relation}): final training accuracy",
+        f"{_span(c['acc'])} → {c['verdict']}; effective rank {_span(c['erank'], 2)}"
+        f"{' (collapsed)' if c['collapsed'] else ''}, mean cosine {_span(c['mean_cos'], 2)}"
+        + (f"; ≥ {LEARNED_ACC:g} first at epoch {_span_int(c['learned_epoch'])}"
+           if c["verdict"] == "learned" else ""),
+        (f"learned (every member ≥ {LEARNED_ACC:g})" if c["expected"]
+         else f"not learned (every member ≤ {NOT_LEARNED_CHANCE:g} × chance = {NOT_LEARNED_CHANCE / c['N']:.3g})"),
+        c["holds"])
+
+
+def describe(n: dict) -> str:
+    """The paragraph of an activation-order recipe from :func:`measure`."""
+    cells, judged, held, undecided, failed = n["cells"], n["judged"], n["held"], n["undecided"], n["failed"]
+    below, not_collapsed = n["below"], n["not_collapsed"]
+    return (
         f"With σ(z) = z^K the CBOW model is a sum of functions of at most K positions, so it can use signatures "
-        f"of order at most K − 1, while y = 1 + (Σ x_i) mod N (N = {N}) is independent of any L − 1 of the L "
+        f"of order at most K − 1, while y = 1 + (Σ x_i) mod N (N = {n['N']}) is independent of any L − 1 of the L "
         f"tokens. Of {len(cells)} cells, {len(judged)} could be judged (learned: every seed ≥ {LEARNED_ACC:g} "
         f"final training accuracy; not learned: every seed ≤ {NOT_LEARNED_CHANCE:g} × chance) and the rule "
         f"'learned iff K ≥ L' holds in {len(held)} of them"
         + (f"; undecided: {', '.join(undecided)}" if undecided else "")
         + (f"; it fails in {', '.join(failed)}" if failed else "")
         + f". Where K < L the embeddings collapse (effective rank ≤ {COLLAPSED_FRACTION:g} × its initial "
-        f"{ms.fmt(rank_init, 2)}) in {len(below) - len(not_collapsed)} of {len(below)} cells"
+        f"{ms.fmt(n['rank_init'], 2)}) in {len(below) - len(not_collapsed)} of {len(below)} cells"
         + (f" (not in {', '.join(not_collapsed)})" if not_collapsed else "")
-        + f"; where K ≥ L the effective rank stays at least {ms.fmt(rank_above, 2)}."
+        + f"; where K ≥ L the effective rank stays at least {ms.fmt(n['rank_above'], 2)}."
         + (" The cells that do not collapse have even K: σ'(h) = K h^(K−1) is then odd, so each embedding's own "
            "order-0 drift is proportional to itself and, under Adam's per-coordinate steps, keeps its random "
            "signs (docs/recipes.md: under gradient descent these cells collapse too)."
            if not_collapsed and all(below[part]["K"] % 2 == 0 for part in not_collapsed) else "")
     )
-    figures = {
+
+
+def draw(paths: dict[str, Path], n: dict) -> Figures:
+    """Accuracy and effective rank over (L, K), and the accuracy curves."""
+    cells, Ls, Ks = n["cells"], n["Ls"], n["Ks"]
+    return {
         "accuracy.png": ("Final training accuracy over (L, K) (median over seeds; chance = 1/N). "
                          "Cells right of the staircase line have K ≥ L.",
                          activation_figures.cell_heatmap(cells, Ls, Ks, "acc", "final training accuracy",
@@ -184,13 +210,17 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         "effective_rank.png": ("Effective rank of the task tokens' embeddings at the end over (L, K) (median over "
                                "seeds): low = collapsed.",
                                activation_figures.cell_heatmap(cells, Ls, Ks, "erank", "effective rank of W_E[tokens]",
-                                                               vmin=1.0, vmax=float(min(N, 128)), cmap="magma")),
+                                                               vmin=1.0, vmax=float(min(n["N"], 128)),
+                                                               cmap="magma")),
         "curves.png": ("Training accuracy over epochs, one panel per L, one line per K (median over seeds).",
                        activation_figures.accuracy_curves(paths, cells, Ls)),
     }
-    summary = {"N": N, "learned_acc": LEARNED_ACC, "not_learned_chance": NOT_LEARNED_CHANCE,
-               "collapsed_fraction": COLLAPSED_FRACTION, "cells": cells}
-    return Outcome(keys, paragraph, figures, summary)
+
+
+def summarise(n: dict) -> dict:
+    """``summary.json``: N, the thresholds and every cell's numbers."""
+    return {"N": n["N"], "learned_acc": LEARNED_ACC, "not_learned_chance": NOT_LEARNED_CHANCE,
+            "collapsed_fraction": COLLAPSED_FRACTION, "cells": n["cells"]}
 
 
 def _span(values: list[float], digits: int = 3) -> str:
@@ -200,6 +230,7 @@ def _span(values: list[float], digits: int = 3) -> str:
 
 
 def _span_int(values: list[int | None]) -> str:
+    """'120' for one member or equal epochs, '120–180' for a range; 'n/a' when no member got there."""
     known = [v for v in values if v is not None]
     if not known:
         return "n/a"
@@ -207,13 +238,14 @@ def _span_int(values: list[int | None]) -> str:
 
 
 
-register(Recipe(
+register(TrainedRecipe(
     name="activation-order", figure="SPEC §8 F4",
     expectation="σ = z^K, y = 1 + (Σ x_i) mod N: learned iff K ≥ L; "
                 "collapsed embeddings (low effective rank) when K < L",
     cpu_time="≈ 2 min",
     runs=lambda: {part_name(L, K): _config(L, K) for L in LENGTHS for K in POWERS},
-    conclude=conclude,
+    paper=PAPER_F4,
+    measure=measure, judge=judge, describe=describe, draw=draw, summary=summarise,
 ))
 
 #: The paper's N for F4. All N^L sequences: 2,500 for L = 2, 125,000 for L = 3 (0.8 s per full-batch
@@ -229,12 +261,14 @@ def _n50_epochs(L: int, K: int) -> int:
     """Epochs of cell (L, K) of ``activation-order-n50``: the paper's 1000, but PAPER_N_L3_EPOCHS for L = 3, K < 6."""
     return PAPER_N_L3_EPOCHS if L == 3 and K < 6 else 1000
 
-register(Recipe(
+
+register(TrainedRecipe(
     name="activation-order-n50", figure="SPEC §8 F4 (N = 50)",
     expectation="the F4 rule at the paper's N = 50 for L = 2, 3: learned iff K ≥ L; "
                 "collapsed embeddings (low effective rank) when K < L",
     cpu_time="≈ 50 min (L = 3: 125,000 sequences, 400 epochs; 1000 for K = 6)",
     runs=lambda: {part_name(L, K): _config(L, K, "activation-order-n50", PAPER_N, _n50_epochs(L, K))
                   for L in (2, 3) for K in POWERS},
-    conclude=conclude,
+    paper=PAPER_F4,
+    measure=measure, judge=judge, describe=describe, draw=draw, summary=summarise,
 ))

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
-from ctxstair.alignment import compare, cosine_matrix, signature_cosine, upper_triangle
+from ctxstair.alignment import compare, cosine_matrix, mean_cosine, signature_cosine
 from ctxstair.analysis.attention_groups import group_series, read_attention_run
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, members_summary, register
 from ctxstair.recipes.staircase import member_add_numbers
 from ctxstair.report import attention_figures, run_figures
 from ctxstair.report import measures as ms
@@ -58,11 +58,12 @@ def _path_share(table: dict, group: str, member: int, epoch: int, path: str) -> 
 #: 3 of 16 below 0.5 (docs/reliability.md). So mod is judged over seeds, on the rise of the probe.
 MOD_SEEDS = ms.MIN_SEEDS
 
+
 def _mod_numbers(run: Path, m: int) -> dict:
     """Collinear phase and late order-1 structure of a ``mod`` run (all order-0 signatures equal)."""
     acc_epochs, acc = ms.metric_series(run, m, "acc")
     return dict(**ms.collinear_phase_probe(rundir.read_alignment(run), m), acc_end=float(acc[-1]),
-                chance=1.0 / len(rundir.read_signatures(run).labels), learned=ms.first_epoch(acc_epochs, acc >= 0.95),
+                chance=ms.chance_accuracy(run), learned=ms.learned_epoch(acc_epochs, acc),
                 value_share_init=_path_share(read_attention_run(run), "tokens", m, 0, "value"))
 
 
@@ -72,17 +73,23 @@ def _add_numbers(run: Path, m: int) -> dict:
             "value_share_init": _path_share(read_attention_run(run), "tokens", m, 0, "value")}
 
 
-def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``attention-arith`` (parts ``add`` and ``mod``), from files."""
+def measure_arith(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``attention-arith``: per member of each part (``add``, ``mod``), their medians
+    (``a``, ``b``), member 0 of each (``fa``, ``fb``) and the mod probe's rise over the seeds
+    (:func:`~ctxstair.report.measures.probe_rise`: ``rise``, ``noise``, ``rises``)."""
     add = [_add_numbers(paths["add"], m) for m in ms.members(paths["add"])]
     mod = [_mod_numbers(paths["mod"], m) for m in ms.members(paths["mod"])]
-    a = {key: ms.median([p[key] for p in add]) for key in ("peak", "end", "probe_end", "probe0_end", "acc_end",
-                                                           "value_share_init")}
-    b = {key: ms.median([p[key] for p in mod]) for key in ("collinear", "probe_collinear", "probe_end", "acc_end",
-                                                           "value_share_init")}
-    fa, fb = add[0], mod[0]
     rise, noise, rises = ms.probe_rise(mod)
-    keys = [
+    return dict(add=add, mod=mod, a=ms.medians(add, ("peak", "end", "probe_end", "probe0_end", "acc_end",
+                                                     "value_share_init")),
+                b=ms.medians(mod, ("collinear", "probe_collinear", "probe_end", "acc_end", "value_share_init")),
+                fa=add[0], fb=mod[0], rise=rise, noise=noise, rises=rises)
+
+
+def judge_arith(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``attention-arith`` from :func:`measure_arith`."""
+    a, b, fa, fb, mod = n["a"], n["b"], n["fa"], n["fb"], n["mod"]
+    return [
         KeyNumber("add: order-0 Pearson at its early peak",
                   f"{ms.fmt(a['peak'])} at epoch {fa['peak_epoch']} (loss {ms.fmt(fa['peak_loss'], 2)}; halfway "
                   f"{ms.fmt(fa['halfway'], 2)})", "≥ 0.9, before the loss has fallen halfway", bool(a["peak"] >= 0.9)),
@@ -98,11 +105,11 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
                   bool(b["collinear"] >= 0.9)),
         KeyNumber(f"mod: held-out order-1 probe, collinear phase → end (median over {len(mod)} seed(s))",
                   f"{ms.fmt(b['probe_collinear'])} → {ms.fmt(b['probe_end'])} (per seed at the end: "
-                  f"{', '.join(ms.fmt(p['probe_end']) for p in mod)}; median rise {ms.fmt(rise)}, seed-to-seed "
-                  f"spread of the probe in the collinear phase {ms.fmt(noise)})",
+                  f"{', '.join(ms.fmt(p['probe_end']) for p in mod)}; median rise {ms.fmt(n['rise'])}, seed-to-seed "
+                  f"spread of the probe in the collinear phase {ms.fmt(n['noise'])})",
                   "order-1 structure forms later: the median rise exceeds the collinear-phase spread, over ≥ 3 "
                   "seeds; the end value itself is not judged (it depends on when each seed leaves the plateau)",
-                  rises),
+                  n["rises"]),
         KeyNumber("mod: training accuracy at the end", f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}; "
                   f"≥ 95 % first at epoch {fb['learned']})",
                   "not asserted: the paper's F8a finds attention-only aligns with order 1 but fails mod (N = 40)",
@@ -112,19 +119,29 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
                   "≈ 1 at small init (W_Q W_K tiny, so keys and query barely move; SPEC §6.3); met if ≥ 0.9",
                   bool(a["value_share_init"] >= 0.9 and b["value_share_init"] >= 0.9)),
     ]
-    paragraph = (
+
+
+def describe_arith(n: dict) -> str:
+    """The paragraph of ``attention-arith`` from :func:`measure_arith`."""
+    a, b, fa, fb = n["a"], n["b"], n["fa"], n["fb"]
+    return (
         f"The attention-only model trained on add (N = 20) first lines up its embeddings with the order-0 label "
         f"signature (Pearson {ms.fmt(a['peak'])} at epoch {fa['peak_epoch']}, loss still above halfway) and ends with "
         f"the held-out order-1 probe at {ms.fmt(a['probe_end'])} against {ms.fmt(a['end'])} for order 0 "
         f"(accuracy {ms.fmt(a['acc_end'])}). On mod, where every order-0 signature is the same, the embeddings first "
         f"become collinear (1 − MSE {ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}) and the order-1 probe "
-        f"then rises from {ms.fmt(b['probe_collinear'])} to {ms.fmt(b['probe_end'])} (medians over {len(mod)} seeds; "
-        f"where it ends varies from seed to seed), while accuracy ends at "
+        f"then rises from {ms.fmt(b['probe_collinear'])} to {ms.fmt(b['probe_end'])} (medians over {len(n['mod'])} "
+        f"seeds; where it ends varies from seed to seed), while accuracy ends at "
         f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}): the staircase of signature orders appears in the "
         f"attention model too, and on mod the structure forms without the task being solved (compare F8a)."
     )
+
+
+def draw_arith(paths: dict[str, Path], n: dict) -> Figures:
+    """Per part: the staircase, the geometry early (add: the order-0 peak; mod: the collinear phase)
+    and at the end, and the attention paths."""
     figures = {}
-    for part, early in (("add", fa["peak_epoch"]), ("mod", fb["collinear_epoch"])):
+    for part, early in (("add", n["fa"]["peak_epoch"]), ("mod", n["fb"]["collinear_epoch"])):
         run = paths[part]
         figures[f"{part}_staircase.png"] = (f"{part}: alignment with each signature order (top) and loss/accuracy "
                                             "(bottom) over training.", run_figures.staircase_figure(run))
@@ -134,7 +151,7 @@ def conclude_arith(out: Path, paths: dict[str, Path]) -> Outcome:
                                                                              int(rundir.snapshot_times(run)[-1])]))
         figures[f"{part}_paths.png"] = (f"{part}: share of the value, key and query paths in the embeddings' update.",
                                         attention_figures.path_shares_figure(run))
-    return Outcome(keys, paragraph, figures, {"add": add, "mod": mod})
+    return figures
 
 
 # ------------------------------------------------------------------------------ attention-parity (F5b)
@@ -155,7 +172,7 @@ def _parity_numbers(run: Path, m: int) -> dict:
     rows = np.array([int(np.flatnonzero(sigs.tokens == a)[0]) for a in anchors])  # anchors' rows in signatures.npz
     W = rundir.load_snapshot(run, int(epochs[-1]))["W_E"][m].astype(np.float64)
     split = float(compare(cosine_matrix(W[anchors]), signature_cosine(sigs.orders[0][rows]))["pearson"])
-    noise_cos = float(upper_triangle(cosine_matrix(W[noise])).mean())
+    noise_cos = mean_cosine(W[noise])
     return dict(L=L, att_anchor0=float(att_anchor[0]), att_anchor_end=float(att_anchor[-1]),
                 att_noise0=float(att_noise[0]), att_noise_end=float(att_noise[-1]),
                 left_epoch=int(epochs[i]) if left.size else None,
@@ -169,16 +186,22 @@ def _parity_numbers(run: Path, m: int) -> dict:
                 key_share_noise_end=_path_share(table, "noise", m, int(epochs[-1]), "key"))
 
 
-def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``attention-parity``, from its run directory."""
-    run = paths[""]
-    per = [_parity_numbers(run, m) for m in ms.members(run)]
-    med = {key: ms.median([p[key] for p in per]) for key in per[0] if key not in ("left_epoch", "uniform_epoch")}
-    f, L = per[0], per[0]["L"]
-    anchor_growth = med["norm_anchor_end"] / med["norm_anchor_left"]
-    noise_change = med["norm_noise_end"] / med["norm_noise_left"] - 1
-    left = all(p["left_epoch"] is not None for p in per)
-    keys = [
+def measure_parity(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``attention-parity``: per member (``per``), their medians (``med``), member 0
+    (``first``), L, how much the anchor norms grow and the noise norms change once attention has left
+    the noise, and whether it left for every member (``left``)."""
+    per = [_parity_numbers(paths[""], m) for m in ms.members(paths[""])]
+    med = ms.medians(per, [key for key in per[0] if key not in ("left_epoch", "uniform_epoch")])
+    return dict(per=per, med=med, first=per[0], L=per[0]["L"],
+                anchor_growth=med["norm_anchor_end"] / med["norm_anchor_left"],
+                noise_change=med["norm_noise_end"] / med["norm_noise_left"] - 1,
+                left=all(p["left_epoch"] is not None for p in per))
+
+
+def judge_parity(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``attention-parity`` from :func:`measure_parity`."""
+    med, f, L, noise_change = n["med"], n["first"], n["L"], n["noise_change"]
+    return [
         KeyNumber("attention on the anchor (per sample), start → end",
                   f"{ms.fmt(med['att_anchor0'])} → {ms.fmt(med['att_anchor_end'])}",
                   f"grows from 1/L = {ms.fmt(1 / L)} toward 1; met if ≥ 0.5", bool(med["att_anchor_end"] >= 0.5)),
@@ -190,12 +213,12 @@ def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
                   f"{ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])} → "
                   f"{ms.fmt(med['norm_anchor_end'])}",
                   "keeps growing once attention is on the anchors; met if end ≥ 1.5 × that point",
-                  bool(left and anchor_growth >= 1.5)),
+                  bool(n["left"] and n["anchor_growth"] >= 1.5)),
         KeyNumber("mean noise embedding norm: start → when attention has left the noise → end",
                   f"{ms.fmt(med['norm_noise0'])} → {ms.fmt(med['norm_noise_left'])} → {ms.fmt(med['norm_noise_end'])} "
                   f"({noise_change:+.1%} after attention left)",
                   "stays flat once no attention reaches it; met if within ±10 % after that point",
-                  bool(left and abs(noise_change) <= 0.1)),
+                  bool(n["left"] and abs(noise_change) <= 0.1)),
         KeyNumber("parity split: Pearson of S^emb over anchors with their order-0 signature similarity, end",
                   ms.fmt(med["split"]), "≥ 0.9 (anchors split by parity)", bool(med["split"] >= 0.9)),
         KeyNumber("noise embeddings: mean pairwise cosine at the end", ms.fmt(med["noise_cos"]),
@@ -205,23 +228,34 @@ def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("key-path share of the noise tokens' update at the end", ms.fmt(med["key_share_noise_end"]),
                   "what still moves noise is their role as keys (being ignored)", None),
     ]
-    paragraph = (
-        f"One anchor among {L - 1} noise tokens decides the label (its parity). Attention on the anchor goes from "
+
+
+def describe_parity(n: dict) -> str:
+    """The paragraph of ``attention-parity`` from :func:`measure_parity`."""
+    med = n["med"]
+    return (
+        f"One anchor among {n['L'] - 1} noise tokens decides the label (its parity). Attention on the anchor goes from "
         f"{ms.fmt(med['att_anchor0'])} (uniform) to {ms.fmt(med['att_anchor_end'])}, and each noise position's from "
         f"{ms.fmt(med['att_noise0'])} to {ms.fmt(med['att_noise_end'], 4)}. Early on every embedding grows alike "
         f"(anchors {ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])}, "
         f"noise {ms.fmt(med['norm_noise0'])} → "
         f"{ms.fmt(med['norm_noise_left'])}, while the label marginal is learned through the value path at uniform "
-        f"attention); once attention has left the noise (epoch {f['left_epoch']}) the noise norms change by "
-        f"{noise_change:+.1%} while the anchor norms grow {anchor_growth:.1f}-fold: attention sets the rate. "
+        f"attention); once attention has left the noise (epoch {n['first']['left_epoch']}) the noise norms change by "
+        f"{n['noise_change']:+.1%} while the anchor norms grow {n['anchor_growth']:.1f}-fold: attention sets the rate. "
         "The anchors "
         f"split by parity (Pearson {ms.fmt(med['split'])} with their order-0 signature similarity) and the noise "
         f"embeddings point one way (mean cosine {ms.fmt(med['noise_cos'])})."
     )
+
+
+def draw_parity(paths: dict[str, Path], n: dict) -> Figures:
+    """Attention and norms over training, the attention paths, and the geometry at the last snapshot
+    with near-uniform attention and at the end."""
+    run, f = paths[""], n["first"]
     early = f["uniform_epoch"]
-    figures = {
+    return {
         "dynamics.png": ("Attention received by anchors and by noise tokens, and their mean embedding norms, over "
-                         "training.", attention_figures.attention_dynamics_figure(run, seq_len=L)),
+                         "training.", attention_figures.attention_dynamics_figure(run, seq_len=n["L"])),
         "paths.png": ("Share of the value, key and query paths in the update of the anchors' and the noise tokens' "
                       "embeddings.", attention_figures.path_shares_figure(run)),
         "geometry.png": ("S^emb of anchors (11..20) then noise (21..60) at the last snapshot with near-uniform "
@@ -231,26 +265,33 @@ def conclude_parity(out: Path, paths: dict[str, Path]) -> Outcome:
         "pca.png": ("PCA of the embeddings (anchors then noise) next to PCA of the signatures.",
                     run_figures.pca_figure(run, [early, f["last_epoch"]])),
     }
-    return Outcome(keys, paragraph, figures, {"members": per})
 
 
-register(Recipe(
+register(TrainedRecipe(
     name="attention-arith", figure="SPEC §8 F5a",
     expectation="attention-only model: add aligns with order 0 early and order 1 late; mod collinear early, order-1 "
                 "structure later",
     cpu_time="≈ 20 s (3000 epochs; the paper's 10,000 with --set train.epochs=10000: ≈ 1 min)",
+    paper=Paper("the attention-only model shows the same order-0 → order-1 staircase",
+                "attention-only model (d = 128, d_k = 64), F_add and F_mod, N = 20, 10,000 epochs; "
+                "small init, full dataset"),
     runs=lambda: {part: _config("attention-arith", TaskConfig(part, {"N": 20}), 1e-2, 3000,
                                 members=MOD_SEEDS if part == "mod" else 1) for part in ("add", "mod")},
-    conclude=conclude_arith,
     analyses=("alignment", "attention_groups"),
+    measure=measure_arith, judge=judge_arith, describe=describe_arith, draw=draw_arith,
+    summary=lambda n: {"add": n["add"], "mod": n["mod"]},
 ))
 
-register(Recipe(
+register(TrainedRecipe(
     name="attention-parity", figure="SPEC §8 F5b",
     expectation="anchor attention and anchor norms grow, noise attention → 0 and noise norms stay; anchors split by "
                 "parity, noise one direction",
     cpu_time="≈ 20 s",
+    paper=Paper("attention sets the rate: anchors split by parity, noise embeddings one direction; "
+                "attention on noise → ≈ 0, anchor attention and anchor norm grow, noise norm stays",
+                "attention-only model; anchors 11..20, noise 21..60, L = 8, one anchor at a uniform "
+                "position, y = a mod 2, 10,000 samples drawn once, 200 epochs"),
     runs=lambda: {"": _config("attention-parity", TaskConfig("parity", {}), 1e-3, 200, batch_size=1000, every=5)},
-    conclude=conclude_parity,
     analyses=("alignment", "attention_groups"),
+    measure=measure_parity, judge=judge_parity, describe=describe_parity, draw=draw_parity, summary=members_summary,
 ))

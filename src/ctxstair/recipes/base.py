@@ -1,11 +1,22 @@
 """Recipes: named experiments of SPEC §8 with default configs, measured key numbers and a report.
 
-A recipe has one or several runs. A single-run recipe writes its run directory at ``--out``; a
-multi-run recipe writes one run directory per part under ``--out/<part>/`` plus ``recipe.json``.
-A recipe that trains nothing (e.g. ``init-scaling``, a computation at initialization) has no runs:
-its ``compute`` writes data files into ``--out`` next to ``recipe.json`` (with ``"parts": []`` and
-its resolved ``params``). Either way ``--out`` ends up with ``summary.json``, ``figures/`` and
-``report.html``, and ``ctxstair report DIR`` rebuilds them from the files alone.
+A recipe is one of three kinds, by what it runs:
+
+* :class:`TrainedRecipe` — trained by the ensemble engine and analysed: one or several runs. A
+  single-run recipe writes its run directory at ``--out``; a multi-run recipe writes one run
+  directory per part under ``--out/<part>/`` plus ``recipe.json``.
+* :class:`ComputedRecipe` — trains nothing (e.g. ``init-scaling``, a computation at initialization):
+  its ``compute`` writes data files into ``--out`` next to ``recipe.json`` (with ``"parts": []`` and
+  its resolved ``params``).
+* :class:`TrainerRecipe` — trains with a trainer of its own (the language model of ``lm-staircase``)
+  into a run directory at ``--out``, then analyses it.
+
+Every kind ends with ``summary.json``, ``figures/`` and ``report.html`` in ``--out``, and
+``ctxstair report DIR`` rebuilds them from the files alone. A report is concluded the same way for
+every kind, numbers first and words from numbers (:meth:`Recipe.conclude`): ``measure`` reads the
+files into numbers, ``judge`` turns the numbers into the judged key numbers, ``describe`` writes the
+paragraph from them, ``draw`` the figures, and ``summary`` and ``member_rows`` say what of the numbers
+``summary.json`` and ``summary.csv`` keep.
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import matplotlib.pyplot as plt
 import yaml
@@ -28,6 +39,12 @@ from ctxstair.io import fresh_output_dir
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
 from ctxstair.train import train_run
+
+#: File name -> (caption, figure): what a recipe draws.
+Figures = dict[str, tuple[str, plt.Figure]]
+
+#: SPEC §8: "Unless a row says otherwise" — the paper's settings of its controlled experiments.
+SPEC8_SETTINGS = "CBOW, d = 128, ReLU, small init, full dataset"
 
 
 @dataclass(frozen=True)
@@ -46,7 +63,7 @@ class Outcome:
 
     key_numbers: list[KeyNumber]
     paragraph: str
-    figures: dict[str, tuple[str, plt.Figure]] = field(default_factory=dict)  # file name -> (caption, figure)
+    figures: Figures = field(default_factory=dict)  # file name -> (caption, figure)
     summary: dict[str, Any] = field(default_factory=dict)
     #: One row per member (seed, γ, modulus, model type, ...) with its parameters and headline
     #: numbers; written as ``summary.csv`` (columns in first-row order) when not empty.
@@ -54,33 +71,206 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class Recipe:
-    """A named experiment: ``runs()`` gives part name -> default config ('' for a single run).
+class Paper:
+    """The paper's claim for a recipe's experiment and the settings it states, as SPEC §8 and §9 give
+    them: the "paper claim" and "paper settings" of the verdict table (:mod:`ctxstair.recipes.verdicts`)."""
 
-    A recipe without training has ``runs()`` return ``{}`` and sets ``params`` and ``compute``:
-    ``params(overrides)`` turns the ``--set KEY=VALUE`` overrides (and ``--seeds`` as ``seeds``)
-    into its resolved parameters, raising InputError on a bad one; ``compute(out, params)`` writes
-    its data files into ``out``. ``conclude(out, {})`` then reads those files like any other recipe.
-    """
+    claim: str
+    settings: str
+
+
+def members_summary(numbers: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json`` of a recipe whose numbers hold one dict per member under ``per``."""
+    return {"members": numbers["per"]}
+
+
+def no_member_rows(numbers: Any) -> list[dict[str, Any]]:
+    """A recipe without a ``summary.csv``: no rows."""
+    return []
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """What every kind of recipe has: its name, SPEC figure, expectation and CPU time (what
+    ``ctxstair recipes`` lists), the paper's claim (``paper``), and how its report is concluded.
+
+    ``measure(out, paths)`` reads ``out`` and the run directories (part name -> path; none for a
+    computation) into the recipe's numbers; ``judge(numbers)`` gives the key numbers with their
+    expectations and verdicts, ``describe(numbers)`` the paragraph, ``draw(paths, numbers)`` the
+    figures, ``summary(numbers)`` what ``summary.json`` keeps besides the key numbers and
+    ``member_rows(numbers)`` the rows of ``summary.csv``."""
 
     name: str
     figure: str
     expectation: str
     cpu_time: str
+    paper: Paper
+    measure: Callable[[Path, dict[str, Path]], Any]
+    judge: Callable[[Any], list[KeyNumber]]
+    describe: Callable[[Any], str]
+    draw: Callable[[dict[str, Path], Any], Figures]
+    summary: Callable[[Any], dict[str, Any]]
+    member_rows: Callable[[Any], list[dict[str, Any]]] = no_member_rows
+    #: Whether ``ctxstair sweep`` can run the recipe over a grid.
+    sweepable: ClassVar[bool] = True
+
+    def conclude(self, out: Path, paths: dict[str, Path]) -> Outcome:
+        """The key numbers, paragraph, figures and summary of the recipe's output directory ``out``
+        with run directories ``paths``, from its files alone."""
+        numbers = self.measure(out, paths)
+        return Outcome(self.judge(numbers), self.describe(numbers), self.draw(paths, numbers), self.summary(numbers),
+                       self.member_rows(numbers))
+
+    def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
+            progress: bool | None, analysis: bool) -> Path:
+        """Run the recipe into ``out`` and report it (:func:`run_recipe`); return ``out``."""
+        raise NotImplementedError
+
+    def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[Any]:
+        """The checked configuration of every run of one sweep cell with ``overrides`` and ``seeds``,
+        analysed or not, as the cell will train it (InputError naming a bad key or value); a kind
+        that is not :attr:`sweepable` has none."""
+        raise NotImplementedError
+
+    def cell_run(self, overrides: dict[str, Any], analysis: bool) -> tuple[dict[str, Any], bool]:
+        """The overrides and the ``analysis`` flag that :func:`run_recipe` gets for one sweep cell of
+        a :attr:`sweepable` kind."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainedRecipe(Recipe):
+    """A recipe of the ensemble engine: ``runs()`` gives part name -> default config ('' for a single
+    run); every trained run is then analysed with ``analyses``."""
+
     runs: Callable[[], dict[str, RunConfig]]
-    conclude: Callable[[Path, dict[str, Path]], Outcome]
-    params: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    compute: Callable[[Path, dict[str, Any]], None] | None = None
     #: The per-run analyses (:mod:`ctxstair.analysis`) of every trained run, in order; they run when
     #: the run's ``analysis.enabled`` is true.
     analyses: tuple[str, ...] = ("alignment",)
-    #: A recipe that trains outside the ensemble engine (a language model): ``trainer(out,
-    #: overrides, resume, force)`` trains into ``out`` (a run directory with a ``config.yaml`` naming
-    #: the recipe) and returns its config; ``runs()`` returns ``{}``.
-    trainer: Callable[[Path, dict[str, Any], bool, bool], Any] | None = None
-    #: A trainer recipe's checked config for a set of overrides (InputError on a bad one); a sweep
-    #: checks every cell with it before anything is written, and only such recipes can be swept.
-    configure: Callable[[dict[str, Any]], Any] | None = None
+
+    def resolve(self, overrides: dict[str, Any], seeds: int | None = None) -> dict[str, RunConfig]:
+        """The recipe's configs with ``overrides`` (and ``train.members = seeds``) applied and checked.
+
+        Every task is built once here so that a bad parameter fails before anything is written."""
+        if seeds is not None:
+            if seeds < 1:
+                raise InputError(f"--seeds must be >= 1, got {seeds}")
+            overrides = {**overrides, "train.members": seeds}
+        configs = {part: apply_overrides(cfg, overrides) for part, cfg in self.runs().items()}
+        for cfg in configs.values():
+            tasks.make(cfg.task.name, **cfg.task.params)
+        return configs
+
+    def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
+            progress: bool | None, analysis: bool) -> Path:
+        """Train every part, analyse it and report; ``analysis=False`` only trains (:func:`run_recipe`)."""
+        name = self.name
+        if not analysis:
+            both = sorted(set(NO_ANALYSIS) & set(overrides))
+            if both:
+                raise InputError(f"--no-analysis sets {', '.join(NO_ANALYSIS)}; do not also --set {', '.join(both)}")
+            overrides = {**overrides, **NO_ANALYSIS}
+        configs = self.resolve(overrides, seeds)
+        for cfg in configs.values():  # every part is checked before the first one writes anything
+            cfg.validate()
+            resolve_device(cfg.train.device)
+        single = list(configs) == [""]
+        if not single:
+            if out.exists() and not (resume or force):
+                raise InputError(f"output directory {out} already exists; "
+                                 "use --resume to continue it or --force to replace it")
+            if resume and out.exists() and not (out / "recipe.json").is_file():
+                raise InputError(f"cannot resume {out}: no recipe.json there")
+            if not (resume and out.exists()):  # a new recipe directory appears with its recipe.json
+                with fresh_output_dir(out, force=force) as staging:
+                    rundir.write_json(staging, "recipe.json", {"recipe": name, "parts": list(configs)})
+        paths = {part: out / part if part else out for part in configs}
+        for part, cfg in configs.items():
+            path = paths[part]
+            with _failure_reported(path, name):
+                train_run(cfg, path, resume=resume, force=force and single, progress=progress)
+            if cfg.analysis.enabled:
+                analyse(path, self.analyses, resume)
+        return write_recipe_report(out) if analysis else out
+
+    def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[RunConfig]:
+        """Every part's checked config; without analysis with :data:`NO_ANALYSIS` applied, as the run does."""
+        return [cfg.validate() for cfg in self.resolve(overrides if analysis else {**overrides, **NO_ANALYSIS},
+                                                       seeds).values()]
+
+    def cell_run(self, overrides: dict[str, Any], analysis: bool) -> tuple[dict[str, Any], bool]:
+        """A cell without analysis only trains, as ``ctxstair run --no-analysis``."""
+        return overrides, analysis
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputedRecipe(Recipe):
+    """A recipe that trains nothing: ``params(overrides)`` turns the ``--set KEY=VALUE`` overrides (and
+    ``--seeds`` as ``seeds``) into its resolved parameters, raising InputError on a bad one;
+    ``compute(out, params)`` writes its data files into ``out``, which ``measure`` then reads."""
+
+    params: Callable[[dict[str, Any]], dict[str, Any]]
+    compute: Callable[[Path, dict[str, Any]], None]
+    #: A computation has no runs to sweep.
+    sweepable: ClassVar[bool] = False
+
+    def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
+            progress: bool | None, analysis: bool) -> Path:
+        """Compute, write ``recipe.json`` and the report in a staging directory that becomes ``out``
+        only when complete."""
+        if not analysis:
+            raise _no_engine_runs(self.name)
+        if resume:
+            raise InputError(f"recipe {self.name!r} trains nothing, so there is nothing to resume; "
+                             "use --force to recompute")
+        params = self.params({**overrides, **({} if seeds is None else {"seeds": seeds})})
+        with fresh_output_dir(out, force=force) as staging:
+            self.compute(staging, params)
+            rundir.write_json(staging, "recipe.json", {"recipe": self.name, "parts": [], "params": params})
+            write_recipe_report(staging)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerRecipe(Recipe):
+    """A recipe that trains one model with a trainer of its own, outside the ensemble engine (a
+    language model): ``trainer(out, overrides, resume, force)`` trains into ``out`` (a run directory
+    with a ``config.yaml`` naming the recipe) and returns its config, which ``analyses`` then analyse
+    when its ``analysis.enabled`` is true; ``configure(overrides)`` is the checked config of a set of
+    overrides (InputError on a bad one), with which a sweep checks every cell before anything is written."""
+
+    trainer: Callable[[Path, dict[str, Any], bool, bool], Any]
+    configure: Callable[[dict[str, Any]], Any]
+    analyses: tuple[str, ...]
+
+    def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
+            progress: bool | None, analysis: bool) -> Path:
+        """Train the one model, analyse it and report."""
+        if not analysis:
+            raise _no_engine_runs(self.name, " (use `ctxstair lm train --no-analysis`)")
+        if seeds is not None:
+            raise InputError(f"recipe {self.name!r} trains one model: --seeds is not available")
+        with _failure_reported(out, self.name):
+            cfg = self.trainer(out, overrides, resume, force)
+        if cfg.analysis.enabled:
+            analyse(out, self.analyses, resume)
+        return write_recipe_report(out)
+
+    def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[Any]:
+        """The one model's checked config; ``--seeds`` is refused (a sweep sweeps ``train.seed``)."""
+        if seeds is not None:
+            raise InputError(f"recipe {self.name!r} trains one model per cell: --seeds is not available "
+                             "(sweep train.seed instead)")
+        return [self.configure(self.cell_run(overrides, analysis)[0])]
+
+    def cell_run(self, overrides: dict[str, Any], analysis: bool) -> tuple[dict[str, Any], bool]:
+        """A cell is always reported; without analysis it is trained with ``analysis.enabled=false``."""
+        return (overrides if analysis else {**overrides, "analysis.enabled": False}), True
+
+
+def _no_engine_runs(name: str, hint: str = "") -> InputError:
+    """The refusal of ``--no-analysis`` for a recipe that trains no ensemble runs."""
+    return InputError(f"recipe {name!r} trains no ensemble runs: --no-analysis is not available{hint}")
 
 
 _RECIPES: dict[str, Recipe] = {}
@@ -104,20 +294,6 @@ def all_recipes() -> list[Recipe]:
     return [_RECIPES[k] for k in sorted(_RECIPES)]
 
 
-def resolve(recipe: Recipe, overrides: dict[str, Any], seeds: int | None = None) -> dict[str, RunConfig]:
-    """The recipe's configs with ``overrides`` (and ``train.members = seeds``) applied and checked.
-
-    Every task is built once here so that a bad parameter fails before anything is written."""
-    if seeds is not None:
-        if seeds < 1:
-            raise InputError(f"--seeds must be >= 1, got {seeds}")
-        overrides = {**overrides, "train.members": seeds}
-    configs = {part: apply_overrides(cfg, overrides) for part, cfg in recipe.runs().items()}
-    for cfg in configs.values():
-        tasks.make(cfg.task.name, **cfg.task.params)
-    return configs
-
-
 #: What ``analysis=False`` sets: no alignment analysis and no snapshot files.
 NO_ANALYSIS = {"analysis.enabled": False, "snapshots.save": False}
 
@@ -131,47 +307,8 @@ def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = No
     :data:`NO_ANALYSIS` over ``overrides`` and writes no summary, figures or report, so each run
     directory holds config.yaml, members.csv, metrics.jsonl and signatures.npz. InputError for a
     recipe that trains no engine run (a computation, or a language model with its own trainer)."""
-    recipe, out = get(name), Path(out)
-    if not analysis:
-        if recipe.trainer is not None or recipe.compute is not None:
-            raise InputError(f"recipe {name!r} trains no ensemble runs: --no-analysis is not available"
-                             + (" (use `ctxstair lm train --no-analysis`)" if recipe.trainer is not None else ""))
-        both = sorted(set(NO_ANALYSIS) & set(overrides or {}))
-        if both:
-            raise InputError(f"--no-analysis sets {', '.join(NO_ANALYSIS)}; do not also --set {', '.join(both)}")
-        overrides = {**(overrides or {}), **NO_ANALYSIS}
-    if recipe.trainer is not None:
-        if seeds is not None:
-            raise InputError(f"recipe {name!r} trains one model: --seeds is not available")
-        with _failure_reported(out, name):
-            cfg = recipe.trainer(out, overrides or {}, resume, force)
-        if cfg.analysis.enabled:
-            analyse(out, recipe.analyses, resume)
-        return write_recipe_report(out)
-    if recipe.compute is not None:
-        return _run_computation(recipe, out, overrides or {}, seeds, resume, force)
-    configs = resolve(recipe, overrides or {}, seeds)
-    for cfg in configs.values():  # every part is checked before the first one writes anything
-        cfg.validate()
-        resolve_device(cfg.train.device)
-    single = list(configs) == [""]
-    if not single:
-        if out.exists() and not (resume or force):
-            raise InputError(f"output directory {out} already exists; "
-                             "use --resume to continue it or --force to replace it")
-        if resume and out.exists() and not (out / "recipe.json").is_file():
-            raise InputError(f"cannot resume {out}: no recipe.json there")
-        if not (resume and out.exists()):  # a new recipe directory appears with its recipe.json
-            with fresh_output_dir(out, force=force) as staging:
-                rundir.write_json(staging, "recipe.json", {"recipe": name, "parts": list(configs)})
-    paths = {part: out / part if part else out for part in configs}
-    for part, cfg in configs.items():
-        path = paths[part]
-        with _failure_reported(path, name):
-            train_run(cfg, path, resume=resume, force=force and single, progress=progress)
-        if cfg.analysis.enabled:
-            analyse(path, recipe.analyses, resume)
-    return write_recipe_report(out) if analysis else out
+    return get(name).run(Path(out), overrides or {}, seeds=seeds, resume=resume, force=force, progress=progress,
+                         analysis=analysis)
 
 
 @contextlib.contextmanager
@@ -184,21 +321,6 @@ def _failure_reported(run_dir: Path, name: str):
 
         write_failure_report(run_dir, name)
         raise
-
-
-def _run_computation(recipe: Recipe, out: Path, overrides: dict[str, Any], seeds: int | None, resume: bool,
-                     force: bool) -> Path:
-    """Run a recipe without training: compute, write ``recipe.json`` and the report in a staging
-    directory that becomes ``out`` only when complete."""
-    if resume:
-        raise InputError(f"recipe {recipe.name!r} trains nothing, so there is nothing to resume; "
-                         "use --force to recompute")
-    params = recipe.params({**overrides, **({} if seeds is None else {"seeds": seeds})})
-    with fresh_output_dir(out, force=force) as staging:
-        recipe.compute(staging, params)
-        rundir.write_json(staging, "recipe.json", {"recipe": recipe.name, "parts": [], "params": params})
-        write_recipe_report(staging)
-    return out
 
 
 def write_recipe_report(out: str | Path) -> Path:

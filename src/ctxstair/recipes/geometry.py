@@ -24,7 +24,7 @@ from ctxstair.alignment import (
     signature_cosine,
 )
 from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import label_law_figures, run_figures
 from ctxstair.report import measures as ms
 from ctxstair.run import Run
@@ -61,60 +61,98 @@ def cluster_contrast_null(S: np.ndarray, tokens: np.ndarray, n: int = 2000, seed
     return np.array([cluster_contrast(S, tokens, np.split(rng.permutation(members), sizes)) for _ in range(n)])
 
 
-def conclude_early(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``early-geometry`` (add, sub, mul; ReLU and tanh), from files."""
-    keys, figures, summary = [], {}, {}
-    for part, run in paths.items():
-        table = rundir.read_alignment(run)
-        epochs, r = rundir.alignment_series(table, "order0", 0)
-        _, rho = rundir.alignment_series(table, "order0", 0, "spearman")
-        pearson, spearman = ms.value_at(epochs, r, EARLY_EPOCH), ms.value_at(epochs, rho, EARLY_EPOCH)
-        summary[part] = {"pearson_at_100": pearson, "spearman_at_100": spearman}
+def part_numbers(part: str, run: Path) -> dict:
+    """The numbers of one part of ``early-geometry``: Pearson and Spearman of S^emb with S^sig,(0) at
+    epoch EARLY_EPOCH (``pearson_at_100``, ``spearman_at_100``); for mul the odd-part clusters
+    (:func:`odd_part_clusters`), for add the odd/even split (:func:`odd_even_split`)."""
+    table = rundir.read_alignment(run)
+    epochs, r = rundir.alignment_series(table, "order0", 0)
+    _, rho = rundir.alignment_series(table, "order0", 0, "spearman")
+    pearson, spearman = ms.value_at(epochs, r, EARLY_EPOCH), ms.value_at(epochs, rho, EARLY_EPOCH)
+    numbers = {"pearson_at_100": pearson, "spearman_at_100": spearman}
+    task = part.split("-")[-1]
+    if task == "mul":
+        numbers.update(odd_part_clusters(run))
+    if task == "add":
+        numbers.update(odd_even_split(run))
+    return numbers
+
+
+#: Numbers of :func:`part_numbers` that ``summary.json`` leaves out (the report's labels).
+_UNSUMMARISED = ("k_half", "last_epoch")
+
+
+def measure_early(out: Path, paths: dict[str, Path]) -> dict[str, dict]:
+    """Part -> :func:`part_numbers` of ``early-geometry`` (add, sub, mul; ReLU and tanh)."""
+    return {part: part_numbers(part, run) for part, run in paths.items()}
+
+
+def judge_early(parts: dict[str, dict]) -> list[KeyNumber]:
+    """The key numbers of ``early-geometry`` from :func:`measure_early`, part by part."""
+    keys = []
+    for part, n in parts.items():
         keys.append(KeyNumber(f"{part}: Pearson (Spearman) of S^emb with S^sig,(0) at epoch {EARLY_EPOCH}",
-                              f"{ms.fmt(pearson)} ({ms.fmt(spearman)})", "≥ 0.9", bool(pearson >= 0.9)))
-        figures[f"geometry_{part}.png"] = (f"{part}: S^emb at epoch {EARLY_EPOCH} next to the signature geometry.",
-                                           run_figures.geometry_figure(run, [EARLY_EPOCH]))
-        figures[f"pca_{part}.png"] = (f"{part}: PCA of embeddings at epoch {EARLY_EPOCH} "
-                                      "next to PCA of the signatures.",
-                                      run_figures.pca_figure(run, [EARLY_EPOCH]))
-        task = part.split("-")[-1]
-        if task == "mul":
-            keys.append(_odd_part_clusters(part, run, summary[part]))
-        if task == "add":
-            keys.append(_odd_even_split(part, run, summary[part]))
-            last = rundir.snapshot_times(run)[-1]
-            figures[f"f1_{part}_pca.png"] = (f"F1, {part}: PCA early (ordered line) vs late.",
-                                             run_figures.pca_figure(run, [EARLY_EPOCH, last]))
-    paragraph = (
+                              f"{ms.fmt(n['pearson_at_100'])} ({ms.fmt(n['spearman_at_100'])})", "≥ 0.9",
+                              bool(n["pearson_at_100"] >= 0.9)))
+        if "cluster_contrast" in n:
+            keys.append(KeyNumber(f"{part}: odd-part clusters {{1,2,4,8,16}}, {{3,6,12}}, {{5,10,20}} in S^emb at "
+                                  "epoch 100 (within − between mean cosine)",
+                                  f"{ms.fmt(n['cluster_contrast'])} (random partitions: 99th percentile "
+                                  f"{ms.fmt(n['null_p99'])}; in S^sig,(0): {ms.fmt(n['signature_contrast'])})",
+                                  "above the 99th percentile of random partitions of the same sizes",
+                                  bool(n["cluster_contrast"] > n["null_p99"])))
+        if "parity_early" in n:
+            keys.append(KeyNumber(f"{part} (F1): alignment via c_k, k = N/2 = {n['k_half']} (odd/even), epoch "
+                                  f"{EARLY_EPOCH} → {n['last_epoch']} (controlling for S^sig,(0))",
+                                  f"{ms.fmt(n['parity_early'])} → {ms.fmt(n['parity_late'])} "
+                                  f"({ms.fmt(n['parity_partial_early'])} → {ms.fmt(n['parity_partial_late'])})",
+                                  "ordered line early; odd/even split late (rises by ≥ 0.1; seen with ReLU)",
+                                  bool(n["parity_late"] - n["parity_early"] >= 0.1)))
+    return keys
+
+
+def describe_early(parts: dict[str, dict]) -> str:
+    """The paragraph of ``early-geometry`` from :func:`measure_early`."""
+    return (
         "At epoch 100 the embedding similarity of each task is compared with the similarity of the tokens' order-0 "
-        "label signatures: " + "; ".join(f"{p} Pearson {ms.fmt(s['pearson_at_100'])}" for p, s in summary.items())
+        "label signatures: " + "; ".join(f"{p} Pearson {ms.fmt(s['pearson_at_100'])}" for p, s in parts.items())
         + ". With tanh, whose slope at 0 is 1, every token's embedding first moves along its own order-0 signature "
         "mapped by W_U, and the early geometry is the order-0 geometry for all three tasks (a band for add, an X for "
         "sub, odd-part clusters for mul). With ReLU, the paper's activation, the gate 1{h > 0} depends on the random "
         "initial embeddings and adds a token-specific part to each drift; the late odd/even split of add (F1) is "
         "seen with ReLU."
     )
-    return Outcome(keys, paragraph, figures, summary)
 
 
-def _odd_part_clusters(part: str, run: Path, summary: dict) -> KeyNumber:
-    """F2b for mul: the odd-part clusters in S^emb at epoch 100 against random partitions."""
+def draw_early(paths: dict[str, Path], parts: dict[str, dict]) -> Figures:
+    """Per part: S^emb and the PCA at epoch EARLY_EPOCH next to the signatures; for add the PCA early vs late (F1)."""
+    figures = {}
+    for part, run in paths.items():
+        figures[f"geometry_{part}.png"] = (f"{part}: S^emb at epoch {EARLY_EPOCH} next to the signature geometry.",
+                                           run_figures.geometry_figure(run, [EARLY_EPOCH]))
+        figures[f"pca_{part}.png"] = (f"{part}: PCA of embeddings at epoch {EARLY_EPOCH} "
+                                      "next to PCA of the signatures.",
+                                      run_figures.pca_figure(run, [EARLY_EPOCH]))
+        if "parity_early" in parts[part]:
+            figures[f"f1_{part}_pca.png"] = (f"F1, {part}: PCA early (ordered line) vs late.",
+                                             run_figures.pca_figure(run, [EARLY_EPOCH, parts[part]["last_epoch"]]))
+    return figures
+
+
+def odd_part_clusters(run: Path) -> dict:
+    """F2b for mul: the odd-part clusters in S^emb at epoch 100 (``cluster_contrast``) against the 99th
+    percentile of random partitions (``null_p99``) and in S^sig,(0) (``signature_contrast``)."""
     sigs = rundir.read_signatures(run)
     S_emb = cosine_matrix(rundir.load_snapshot(run, EARLY_EPOCH)["W_E"][0][sigs.tokens])
     contrast, null = cluster_contrast(S_emb, sigs.tokens), cluster_contrast_null(S_emb, sigs.tokens)
     sig_contrast = cluster_contrast(signature_cosine(sigs.orders[0]), sigs.tokens)
-    p99 = float(np.quantile(null, 0.99))
-    summary.update(cluster_contrast=contrast, null_p99=p99, signature_contrast=sig_contrast)
-    return KeyNumber(f"{part}: odd-part clusters {{1,2,4,8,16}}, {{3,6,12}}, {{5,10,20}} in S^emb at epoch 100 "
-                     "(within − between mean cosine)",
-                     f"{ms.fmt(contrast)} (random partitions: 99th percentile {ms.fmt(p99)}; "
-                     f"in S^sig,(0): {ms.fmt(sig_contrast)})",
-                     "above the 99th percentile of random partitions of the same sizes", bool(contrast > p99))
+    return dict(cluster_contrast=contrast, null_p99=float(np.quantile(null, 0.99)), signature_contrast=sig_contrast)
 
 
-def _odd_even_split(part: str, run: Path, summary: dict) -> KeyNumber:
-    """F1 for add: alignment through c_{N/2} (odd/even) at epoch 100 and at the end; next to it the
-    same alignment with S^sig,(0) partialled out (SPEC §3), since the order-0 band dominates S^emb."""
+def odd_even_split(run: Path) -> dict:
+    """F1 for add: alignment through c_{N/2} (odd/even, k = ``k_half``) at epoch 100 and at the end
+    (``last_epoch``); next to it the same alignment with S^sig,(0) partialled out (SPEC §3), since the
+    order-0 band dominates S^emb."""
     last = rundir.snapshot_times(run)[-1]
     ks, early = ms.fourier_profile(run, 0, EARLY_EPOCH)
     _, late = ms.fourier_profile(run, 0, last)
@@ -124,14 +162,8 @@ def _odd_even_split(part: str, run: Path, summary: dict) -> KeyNumber:
     partial = [float(partial_correlation(cosine_matrix(rundir.load_snapshot(run, epoch)["W_E"][0, sigs.tokens]
                                                        .astype(np.float64)), S_parity, S0))
                for epoch in (EARLY_EPOCH, last)]
-    summary.update(parity_early=float(early[-1]), parity_late=float(late[-1]), parity_partial_early=partial[0],
-                   parity_partial_late=partial[1])
-    return KeyNumber(f"{part} (F1): alignment via c_k, k = N/2 = {ks[-1]} (odd/even), epoch {EARLY_EPOCH} → {last} "
-                     "(controlling for S^sig,(0))",
-                     f"{ms.fmt(float(early[-1]))} → {ms.fmt(float(late[-1]))} "
-                     f"({ms.fmt(partial[0])} → {ms.fmt(partial[1])})",
-                     "ordered line early; odd/even split late (rises by ≥ 0.1; seen with ReLU)",
-                     bool(late[-1] - early[-1] >= 0.1))
+    return dict(parity_early=float(early[-1]), parity_late=float(late[-1]), parity_partial_early=partial[0],
+                parity_partial_late=partial[1], k_half=ks[-1], last_epoch=last)
 
 
 def predicted_law(run: Path, anchor: int, epoch: int, labels: np.ndarray) -> tuple[np.ndarray, float]:
@@ -143,29 +175,41 @@ def predicted_law(run: Path, anchor: int, epoch: int, labels: np.ndarray) -> tup
     return p[labels] / inside, float(1.0 - inside)
 
 
-def conclude_label_law(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figure of ``label-law``: each law's predicted against its data law."""
-    keys, summary, laws = [], {}, {}
-    for law, run in paths.items():
-        sigs = rundir.read_signatures(run)
-        epoch = rundir.snapshot_times(run)[-1]
-        # Compare on the law's label range 0..n_context-1, not on all V ids: the zeros outside it
-        # would make any model that learned which labels exist look well matched.
-        labels = np.arange(Run(run).config.task.params.get("n_context", 51))
-        p_data = np.zeros(labels.size)
-        p_data[sigs.labels] = sigs.orders[0][0]
-        p_model, outside = predicted_law(run, int(sigs.tokens[0]), epoch, labels)
-        match = distribution_match(p_model, p_data)
-        # The paper correlates with the prescribed law p_a; the model only ever sees one finite draw of it.
-        p_law = Run(run).dataset.meta["label_law"]
-        prescribed = {k: float(v) for k, v in distribution_match(p_model, p_law).items()}
-        summary[law] = {"epoch": epoch, "mass_outside_labels": outside, **{k: float(v) for k, v in match.items()},
-                        "prescribed": prescribed}
-        laws[law] = (labels, p_data, p_law, p_model, epoch, match)
-        keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs φ^(y;0)_a at epoch {epoch} (labels 0..{labels[-1]})",
+def law_numbers(run: Path) -> dict:
+    """The numbers of one law of ``label-law`` at its last snapshot (``epoch``): the model's law
+    ``p_model`` on the labels 0..n_context-1 (``labels``) and the mass it puts outside them
+    (``outside``), compared (:func:`~ctxstair.alignment.distribution_match`) with the anchor's
+    empirical label law ``p_data`` (``match``) and with the prescribed law ``p_law`` (``prescribed``)."""
+    sigs = rundir.read_signatures(run)
+    epoch = rundir.snapshot_times(run)[-1]
+    # Compare on the law's label range 0..n_context-1, not on all V ids: the zeros outside it
+    # would make any model that learned which labels exist look well matched.
+    labels = np.arange(Run(run).config.task.params.get("n_context", 51))
+    p_data = np.zeros(labels.size)
+    p_data[sigs.labels] = sigs.orders[0][0]
+    p_model, outside = predicted_law(run, int(sigs.tokens[0]), epoch, labels)
+    # The paper correlates with the prescribed law p_a; the model only ever sees one finite draw of it.
+    p_law = Run(run).dataset.meta["label_law"]
+    return dict(epoch=epoch, labels=labels, p_data=p_data, p_law=p_law, p_model=p_model, outside=outside,
+                match=distribution_match(p_model, p_data),
+                prescribed={k: float(v) for k, v in distribution_match(p_model, p_law).items()})
+
+
+def measure_label_law(out: Path, paths: dict[str, Path]) -> dict[str, dict]:
+    """Law -> :func:`law_numbers` of ``label-law``."""
+    return {law: law_numbers(run) for law, run in paths.items()}
+
+
+def judge_label_law(laws: dict[str, dict]) -> list[KeyNumber]:
+    """Two key numbers per law from :func:`measure_label_law`: against the data law (judged) and
+    against the prescribed law (reported)."""
+    keys = []
+    for law, n in laws.items():
+        match, prescribed, epoch = n["match"], n["prescribed"], n["epoch"]
+        keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs φ^(y;0)_a at epoch {epoch} (labels 0..{n['labels'][-1]})",
                               f"Pearson r {ms.fmt(match['pearson'])}, KL {ms.fmt(match['kl'], 4)}, "
                               f"JSD {ms.fmt(match['jsd'], 4)}"
-                              f"; mass outside the labels {ms.fmt(outside, 4)}",
+                              f"; mass outside the labels {ms.fmt(n['outside'], 4)}",
                               "r ≥ 0.9, small KL and JSD", bool(match["pearson"] >= 0.9)))
         keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs the prescribed law p_a at epoch {epoch}",
                               f"Pearson r {ms.fmt(prescribed['pearson'])}, KL {ms.fmt(prescribed['kl'], 4)}, "
@@ -173,36 +217,59 @@ def conclude_label_law(out: Path, paths: dict[str, Path]) -> Outcome:
                               "reported: the model is trained on one draw of p_a, so it matches the draw (the "
                               "row above), and p_a only as far as the draw does (Pearson is undefined for the "
                               "constant uniform law: read KL and JSD)", None))
-    paragraph = (
+    return keys
+
+
+def describe_label_law(laws: dict[str, dict]) -> str:
+    """The paragraph of ``label-law`` from :func:`measure_label_law`."""
+    return (
         "One anchor token sits in every sequence and its labels follow a prescribed law. After training, the "
         "distribution predicted from the anchor's embedding alone, softmax(W_U w_a), is compared with the anchor's "
         "order-0 label signature (the empirical label law): "
-        + "; ".join(f"{law} r = {ms.fmt(s['pearson'])}" for law, s in summary.items())
+        + "; ".join(f"{law} r = {ms.fmt(float(n['match']['pearson']))}" for law, n in laws.items())
         + ". Against the prescribed laws p_a themselves (what the paper correlates with) the JSD is "
-        + "; ".join(f"{law} {ms.fmt(s['prescribed']['jsd'], 4)}" for law, s in summary.items()) + " nats."
+        + "; ".join(f"{law} {ms.fmt(n['prescribed']['jsd'], 4)}" for law, n in laws.items()) + " nats."
     )
-    figure = label_law_figures.label_law_figure(laws)
-    return Outcome(keys, paragraph,
-                   {"label_laws.png": ("Predicted, empirical and prescribed label law of the anchor, per law.",
-                                      figure)},
-                   summary)
 
 
-register(Recipe(
+def draw_label_law(paths: dict[str, Path], laws: dict[str, dict]) -> Figures:
+    """One panel per law: the predicted, empirical and prescribed label law."""
+    figure = label_law_figures.label_law_figure({law: (n["labels"], n["p_data"], n["p_law"], n["p_model"], n["epoch"],
+                                                       n["match"]) for law, n in laws.items()})
+    return {"label_laws.png": ("Predicted, empirical and prescribed label law of the anchor, per law.", figure)}
+
+
+def summarise_label_law(laws: dict[str, dict]) -> dict:
+    """``summary.json`` of ``label-law``: per law the epoch, the mass outside the labels and both comparisons."""
+    return {law: {"epoch": n["epoch"], "mass_outside_labels": n["outside"],
+                  **{k: float(v) for k, v in n["match"].items()}, "prescribed": n["prescribed"]}
+            for law, n in laws.items()}
+
+
+register(TrainedRecipe(
     name="early-geometry", figure="SPEC §8 F1, F2b",
     expectation="S^emb ≈ S^sig,(0) at epoch 100 for add, sub, mul (Pearson ≥ 0.9); mul clusters by odd part; "
                 "add: odd/even late (ReLU and tanh side by side)",
     cpu_time="≈ 40 s",
+    paper=Paper("early geometry = order 0: S^emb ≈ S^sig,(0) at epoch ≈ 100 (band for add, 'X' for sub, "
+                "odd-part clusters for mul); F1: ordered line early, odd/even split late",
+                f"X = (x1, x2), x ∈ 1..N, N = 20, all N² pairs; add, sub = |x1 − x2|, mul; {SPEC8_SETTINGS}"),
     runs=lambda: {f"{act}-{task}": _config("early-geometry", task, {"N": 20}, 2000, activation=act)
                   for act in ("relu", "tanh") for task in ("add", "sub", "mul")},
-    conclude=conclude_early,
+    measure=measure_early, judge=judge_early, describe=describe_early, draw=draw_early,
+    summary=lambda parts: {part: {k: v for k, v in n.items() if k not in _UNSUMMARISED} for part, n in parts.items()},
 ))
 
-register(Recipe(
+register(TrainedRecipe(
     name="label-law", figure="SPEC §8 F2a",
     expectation="softmax(W_U w_a) ≈ φ^(y;0)_a at epoch 200 for four label laws (Pearson ≥ 0.9, small KL/JSD)",
     cpu_time="≈ 5 s",
+    paper=Paper("softmax(W_U w_a) ≈ φ^(y;0)_a: high r, small KL/JSD",
+                "anchor a = 100, context 0..50, all 2,601 sequences (a, x1, x2), each label drawn once from "
+                "p_a over 0..50 ∈ {uniform, normal, Poisson λ = 10, exp(−5y)}; checkpoint at epoch 200; "
+                f"{SPEC8_SETTINGS}"),
     runs=lambda: {law: _config("label-law", "label_law", {"law": law}, 200, lr=0.5, analysis=False)
                   for law in ("uniform", "normal", "poisson", "exp")},
-    conclude=conclude_label_law,
+    measure=measure_label_law, judge=judge_label_law, describe=describe_label_law, draw=draw_label_law,
+    summary=summarise_label_law,
 ))

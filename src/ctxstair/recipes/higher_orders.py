@@ -38,7 +38,15 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.analysis.order2 import read_order2
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import (
+    SPEC8_SETTINGS,
+    Figures,
+    KeyNumber,
+    Paper,
+    TrainedRecipe,
+    members_summary,
+    register,
+)
 from ctxstair.report import higher_order_figures, run_figures
 from ctxstair.report import measures as ms
 from ctxstair.run import Run
@@ -66,7 +74,7 @@ def member_numbers(run: Path, m: int) -> dict:
         values = rundir.alignment_series(extra, f"{name}@anchors", m)[1]
         return float(values[-1]) if values.size else float("nan")
 
-    peak = int(np.argmax(mse))
+    peak = ms.collinear_phase(mse)
     dip = peak + int(np.argmin(mse[peak:]))
     acc_epochs, acc = ms.metric_series(run, m, "acc")
     plateau = epochs[(epochs >= epochs[peak]) & (mse >= NEAR_ONE)]
@@ -79,33 +87,45 @@ def member_numbers(run: Path, m: int) -> dict:
                 r2_max_epoch=int(epochs[1:][np.nanargmax(r2[1:])]), s1_end=s1_end, anchors_r1_end=a1,
                 anchors_r1_zero_mean_end=anchors("order1_probe_zero_mean"), anchors_r2_end=a2,
                 anchors_gain_end=a2 - a1, acc_end=float(acc[-1]),
-                learned=ms.first_epoch(acc_epochs, acc >= 0.95), snapshots=int(epochs.size), last_epoch=int(epochs[-1]))
+                learned=ms.learned_epoch(acc_epochs, acc), snapshots=int(epochs.size), last_epoch=int(epochs[-1]))
 
 
-def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of this module's recipe, read from its run directories."""
+def measure(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``higher-orders``: per member (``per``, :func:`member_numbers`), their medians
+    (``med``), and the task: ``p``, the anchors (``n_anchors``, their ``pairs``), the number of
+    distinct shifts (``shifts``), ``cross_shift`` and whether every residue is a shift (``blind``)."""
     run = paths[""]
     per = [member_numbers(run, m) for m in ms.members(run)]
-    med = {key: ms.median([p[key] for p in per]) for key in ("peak", "dip", "end", "r1_end", "r2_end", "flat_end",
-                                                              "s1_end", "acc_end", "r2_max", "anchors_r1_end",
-                                                              "anchors_r2_end")}
-    first = per[0]
     dataset = Run(run).dataset
     n_anchors = dataset.meta["groups"]["anchors"].size
-    pairs = n_anchors * (n_anchors - 1) // 2
-    blind = np.unique(dataset.meta["shifts"]).size == int(dataset.params["p"])  # every residue a shift
+    shifts = np.unique(dataset.meta["shifts"]).size
+    return dict(per=per, med=ms.medians(per, ("peak", "dip", "end", "r1_end", "r2_end", "flat_end", "s1_end",
+                                              "acc_end", "r2_max", "anchors_r1_end", "anchors_r2_end")),
+                n_anchors=n_anchors, pairs=n_anchors * (n_anchors - 1) // 2, p=dataset.params["p"], shifts=shifts,
+                cross_shift=dataset.params.get("cross_shift"),
+                blind=shifts == int(dataset.params["p"]))  # every residue a shift
+
+
+def _each(per: list[dict], key: str) -> str:
+    """One value per seed."""
+    return ", ".join("never" if p[key] is None else ms.fmt(p[key]) if isinstance(p[key], float) else str(p[key])
+                     for p in per)
+
+
+def _every_seed(values: list[float], test) -> bool | None:
+    """``test`` of every seed's value; None (not judged) where a run has no such number."""
+    return None if any(np.isnan(v) for v in values) else all(test(v) for v in values)
+
+
+def judge(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``higher-orders`` from :func:`measure`."""
+    per, med, first, pairs, blind = n["per"], n["med"], n["per"][0], n["pairs"], n["blind"]
 
     def each(key: str) -> str:
-        """One value per seed."""
-        return ", ".join("never" if p[key] is None else ms.fmt(p[key]) if isinstance(p[key], float) else str(p[key])
-                         for p in per)
-
-    def judged(values: list[float], test) -> bool | None:
-        """``test`` of every seed's value; None (not judged) where a run has no such number."""
-        return None if any(np.isnan(v) for v in values) else all(test(v) for v in values)
+        return _each(per, key)
 
     ordered = all(p["peak_epoch"] < p["dip_epoch"] < p["last_epoch"] for p in per)
-    keys = [
+    return [
         KeyNumber("order-0 Pearson with S^(0)", "undefined at every snapshot" if not any(p["any_defined"] for p in per)
                   else "defined at some snapshot", "undefined: all order-0 signatures are equal, 1 − MSE is read",
                   not any(p["any_defined"] for p in per)),
@@ -121,13 +141,14 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("order-1 probe on the task tokens, held-out, at the end", f"{each('r1_end')} (defined at "
                   f"{each('r1_defined')} of {first['snapshots'] - 1} snapshots after epoch 0)", f"≈ 1 (≥ {NEAR_ONE})",
                   all(p["r1_end"] >= NEAR_ONE for p in per)),
-        KeyNumber(f"order-1 probe on the {n_anchors} anchors alone, beyond order 0 (v ⟂ 1), held-out, at the end",
+        KeyNumber(f"order-1 probe on the {n['n_anchors']} anchors alone, beyond order 0 (v ⟂ 1), held-out, at the end",
                   f"{each('anchors_r1_zero_mean_end')} (free probe: {each('anchors_r1_end')})",
                   f"≥ {ANCHOR_BAR} for every seed: the anchors' order-1 signatures differ while order 0 is the same "
                   f"for all (a correlation over {pairs} pairs has a null spread of about {1 / np.sqrt(pairs):.2f})"
                   + ("; with every residue a shift order 1 is blind to the anchors, so none is expected" if blind
                      else ""),
-                  None if blind else judged([p["anchors_r1_zero_mean_end"] for p in per], lambda v: v >= ANCHOR_BAR)),
+                  None if blind else _every_seed([p["anchors_r1_zero_mean_end"] for p in per],
+                                                 lambda v: v >= ANCHOR_BAR)),
         KeyNumber("order-1 signature geometry of the task tokens, flattened",
                   f"{each('flat_end')} at the end ({each('flat_at_dip')} at the 1 − MSE minimum)", "reported", None),
         KeyNumber("order-2 probe (two vectors) on the task tokens, held-out, at the end", f"{each('r2_end')} (max "
@@ -139,18 +160,18 @@ def conclude(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("order 2 beyond order 1 on the anchors: held-out r₂ − r₁ at the end (same pair folds)",
                   f"{each('anchors_gain_end')} (r₂ {each('anchors_r2_end')})",
                   "> 0 for every seed (order 2 higher late)",
-                  judged([p["anchors_gain_end"] for p in per], lambda v: v > 0)),
+                  _every_seed([p["anchors_gain_end"] for p in per], lambda v: v > 0)),
         KeyNumber("training accuracy at the end", f"{each('acc_end')} (≥ 95 % from epochs {each('learned')})",
-                  "the task is learned (≥ 95 %)", all(p["acc_end"] >= 0.95 for p in per)),
+                  "the task is learned (≥ 95 %)", all(p["acc_end"] >= ms.LEARNED_ACC for p in per)),
     ]
-    return Outcome(keys, _paragraph(per, med, dataset, n_anchors, blind), _figures(run, per[0]), {"members": per})
 
 
-def _paragraph(per: list[dict], med: dict, dataset, n_anchors: int, blind: bool) -> str:
-    """What the run shows, in words, from the seeds' numbers and their medians."""
+def describe(n: dict) -> str:
+    """The paragraph of ``higher-orders`` from :func:`measure`."""
+    per, med, n_anchors, blind = n["per"], n["med"], n["n_anchors"], n["blind"]
     first = per[0]
     return (
-        f"On X = (a1, a2, x), y = (s(a1) + s(a2) + x) mod {dataset.params['p']} with {n_anchors} anchors every "
+        f"On X = (a1, a2, x), y = (s(a1) + s(a2) + x) mod {n['p']} with {n_anchors} anchors every "
         f"task token's order-0 signature is the same, so the order-0 alignment is read as 1 − MSE: it rises to "
         f"{ms.fmt(med['peak'])} "
         f"(1 means collinear embeddings), falls to {ms.fmt(med['dip'])} around epoch {first['dip_epoch']} and ends at "
@@ -158,18 +179,19 @@ def _paragraph(per: list[dict], med: dict, dataset, n_anchors: int, blind: bool)
         f"{ms.fmt(med['r1_end'])} and the order-2 probe at {ms.fmt(med['r2_end'])}. "
         + ("Every residue is a shift, so the anchors' order-1 signatures are all the same and only order 2 tells "
            "them apart. " if blind else
-           f"The anchors' shifts cover {np.unique(dataset.meta['shifts']).size} of the {dataset.params['p']} residues, "
+           f"The anchors' shifts cover {n['shifts']} of the {n['p']} residues, "
            f"so their order-1 signatures differ"
-           + (f" (two anchors per shift, of two kinds; a pair of different kinds adds {dataset.params['cross_shift']} "
-              "to the label, which only order 2 sees)" if dataset.params.get("cross_shift") else "")
+           + (f" (two anchors per shift, of two kinds; a pair of different kinds adds {n['cross_shift']} "
+              "to the label, which only order 2 sees)" if n["cross_shift"] else "")
            + ": on the anchors alone the order-1 probe ends at {ms.fmt(med['anchors_r1_end'])} and the order-2 "
            f"probe at {ms.fmt(med['anchors_r2_end'])}. ")
         + f"Training accuracy ends at {ms.fmt(med['acc_end'])}."
     )
 
 
-def _figures(run: Path, first: dict) -> dict:
+def draw(paths: dict[str, Path], n: dict) -> Figures:
     """The recipe's figures: orders over training, the token groups apart, and the geometry of member 0."""
+    run, first = paths[""], n["per"][0]
     return {
         "orders.png": ("Alignment with the order-0 (1 − MSE), order-1 and order-2 signature geometries (top), loss "
                        "and accuracy (bottom) over training.", higher_order_figures.orders_figure(run)),
@@ -183,17 +205,19 @@ def _figures(run: Path, first: dict) -> dict:
     }
 
 
-register(Recipe(
+register(TrainedRecipe(
     name="higher-orders", figure="SPEC §8 row C (App. C)",
     expectation="order 0 (1 − MSE) ≈ 1 early, then negative, then ≈ 0; order-1 and order-2 probes → ≈ 1, "
                 "order 1 tells the anchors apart, order 2 higher late",
     cpu_time="≈ 6 min",
+    paper=Paper("ρ with S^(0) briefly ≈ 1, then negative, then ≈ 0; S^(1) and S^(2) → ≈ 1, S^(2) higher late",
+                f"X = (a1, a2, x), y = (a1 + a2 + x) mod |𝒳| (all order-0 signatures equal); {SPEC8_SETTINGS}"),
     runs=lambda: {"": RunConfig(recipe="higher-orders",
                                 task=TaskConfig("two_anchor", {"p": 20, "shifts": list(range(10)),
                                                                 "analysed": "anchors"}),
                                 model=ModelConfig(d=128, activation="poly", coeffs=[1.0, 0.0, 1.0],
                                                   init=InitConfig(gamma=1.0)),
                                 train=TrainConfig(optimizer="adam", lr=1e-2, epochs=3000, members=ms.MIN_SEEDS))},
-    conclude=conclude,
     analyses=("alignment", "order2"),
+    measure=measure, judge=judge, describe=describe, draw=draw, summary=members_summary,
 ))

@@ -53,14 +53,13 @@ from ctxstair.config import (
     TrainConfig,
 )
 from ctxstair.errors import InputError
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, get, register
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, get, register
 from ctxstair.report import learning_figures
 from ctxstair.report import measures as ms
+from ctxstair.report.measures import LEARNED_ACC
 from ctxstair.run import Run
 
-#: Training accuracy at which a task counts as learned (the paper's F9 onset).
-LEARNED_ACC = 0.95
-#: The same threshold as report text: "95 %".
+#: The learning threshold (:data:`ctxstair.report.measures.LEARNED_ACC`) as report text: "95 %".
 LEARNED = f"{LEARNED_ACC * 100:g} %"
 #: Held-out order-1 probe at which the embeddings count as aligned with order 1 (as attention-arith).
 ALIGNED_PROBE = 0.5
@@ -72,12 +71,6 @@ SPECTRA_PERMUTATIONS = 200
 SPECTRA_ALPHA = 0.05
 #: F9: the median onset for M | N must be at least this multiple of the median for the other M.
 ONSET_RATIO = 3.0
-
-
-
-def _epochs(values: list[int | None]) -> str:
-    """Epochs of the members, 'never' for None."""
-    return ", ".join("never" if v is None else str(v) for v in values)
 
 
 # ------------------------------------------------------------------------------ ffn-vs-attention (F8a)
@@ -102,7 +95,7 @@ def _ffn_member(run: Path, m: int) -> dict:
     epochs, probe = rundir.alignment_series(table, "order1_probe", m)
     _, probe0 = rundir.alignment_series(table, "order1_probe_zero_mean", m)
     acc_epochs, acc = ms.metric_series(run, m, "acc")
-    learned = ms.first_epoch(acc_epochs, acc >= LEARNED_ACC)
+    learned = ms.learned_epoch(acc_epochs, acc)
     before = epochs < learned if learned is not None else np.zeros(len(epochs), bool)
     aligned = ms.first_epoch(epochs, probe >= ALIGNED_PROBE)
     return dict(**ms.collinear_phase_probe(table, m), final_accuracy=float(acc[-1]), best_accuracy=float(acc.max()),
@@ -113,17 +106,28 @@ def _ffn_member(run: Path, m: int) -> dict:
                 curves={"acc": (acc_epochs, acc), "probe": (epochs, probe)})
 
 
-def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``ffn-vs-attention``, from its two parts' files."""
+def measure_ffn(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``ffn-vs-attention``: per member of each part (``per``, :func:`_ffn_member`), the
+    medians of final accuracy and probe per part (``med``), chance, the task tokens, whether every CBOW
+    member learned and was aligned before it did, the attention probe's rise over the seeds
+    (:func:`~ctxstair.report.measures.probe_rise`) and the attention model's median best accuracy."""
     per = {part: [_ffn_member(paths[part], m) for m in ms.members(paths[part])] for part in FFN_PARTS}
-    med = {part: {key: ms.median([p[key] for p in per[part]]) for key in ("final_accuracy", "probe_end")}
-           for part in FFN_PARTS}
-    chance = 1.0 / len(rundir.read_signatures(paths["cbow"]).labels)
+    cbow_learned = all(p["epoch_95"] is not None for p in per["cbow"])
+    att_rise, att_noise, att_rises = ms.probe_rise(per["attention"])
+    return dict(per=per, med={part: ms.medians(per[part], ("final_accuracy", "probe_end")) for part in FFN_PARTS},
+                chance=ms.chance_accuracy(paths["cbow"]), tokens=rundir.read_signatures(paths["cbow"]).tokens,
+                cbow_learned=cbow_learned,
+                aligned_first=cbow_learned and all(p["probe_before_learned"] >= ALIGNED_PROBE for p in per["cbow"]),
+                att_rise=att_rise, att_noise=att_noise, att_rises=att_rises,
+                att_best=ms.median([p["best_accuracy"] for p in per["attention"]]),
+                seeds={part: ms.member_seeds(paths[part]) for part in FFN_PARTS})
+
+
+def judge_ffn(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``ffn-vs-attention`` from :func:`measure_ffn`."""
+    per, med, chance = n["per"], n["med"], n["chance"]
     cbow, att = per["cbow"], per["attention"]
-    cbow_learned = all(p["epoch_95"] is not None for p in cbow)
-    aligned_first = cbow_learned and all(p["probe_before_learned"] >= ALIGNED_PROBE for p in cbow)
-    att_rise, att_noise, att_rises = ms.probe_rise(att)
-    keys = [
+    return [
         KeyNumber("CBOW: training accuracy at the end",
                   f"{ms.fmt(med['cbow']['final_accuracy'])} (chance {ms.fmt(chance)})",
                   f"learned: ≥ {LEARNED}", bool(med["cbow"]["final_accuracy"] >= LEARNED_ACC)),
@@ -131,24 +135,25 @@ def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
                   f"{ms.fmt(med['attention']['final_accuracy'])} (chance {ms.fmt(chance)}; best per seed "
                   f"{', '.join(ms.fmt(p['best_accuracy']) for p in att)})",
                   f"fails: the median seed stays below {LEARNED} at every epoch",
-                  bool(ms.median([p["best_accuracy"] for p in att]) < LEARNED_ACC)),
+                  bool(n["att_best"] < LEARNED_ACC)),
         KeyNumber(f"first epoch with training accuracy ≥ {LEARNED} (CBOW / attention-only)",
-                  f"{_epochs([p['epoch_95'] for p in cbow])} / {_epochs([p['epoch_95'] for p in att])}",
+                  f"{ms.fmt_epochs([p['epoch_95'] for p in cbow])} / {ms.fmt_epochs([p['epoch_95'] for p in att])}",
                   "CBOW within the budget; attention-only never", None),
         KeyNumber("CBOW: held-out order-1 probe at the end", ms.fmt(med["cbow"]["probe_end"]),
                   f"aligned with order 1: ≥ {ALIGNED_PROBE}", bool(med["cbow"]["probe_end"] >= ALIGNED_PROBE)),
         KeyNumber(f"attention-only: held-out order-1 probe, collinear phase → end (median over {len(att)} seed(s))",
                   f"{ms.fmt(ms.median([p['probe_collinear'] for p in att]))} → {ms.fmt(med['attention']['probe_end'])} "
                   f"(per seed at the end: {', '.join(ms.fmt(p['probe_end']) for p in att)}; median rise "
-                  f"{ms.fmt(att_rise)}, seed-to-seed spread of the probe in the collinear phase {ms.fmt(att_noise)})",
+                  f"{ms.fmt(n['att_rise'])}, seed-to-seed spread of the probe in the collinear phase "
+                  f"{ms.fmt(n['att_noise'])})",
                   f"aligns with order 1: the median rise exceeds the collinear-phase spread, over ≥ {ms.MIN_SEEDS} "
                   f"seeds; whether it ends ≥ {ALIGNED_PROBE} is not judged (it depends on when each seed leaves "
-                  "the plateau)", att_rises),
+                  "the plateau)", n["att_rises"]),
         KeyNumber(f"CBOW: held-out order-1 probe at the last snapshot before accuracy reached {LEARNED}",
                   ", ".join(f"never reached {LEARNED}" if p["epoch_95"] is None else
                             f"{ms.fmt(p['probe_before_learned'])} at epoch {p['snapshot_before_learned']} "
                             f"({LEARNED} at {p['epoch_95']})" for p in cbow),
-                  f"aligned before learned: ≥ {ALIGNED_PROBE}", aligned_first),
+                  f"aligned before learned: ≥ {ALIGNED_PROBE}", n["aligned_first"]),
         KeyNumber(f"first snapshot with the order-1 probe ≥ {ALIGNED_PROBE}, and the accuracy then "
                   "(CBOW / attention-only)",
                   " / ".join(", ".join("never" if p["aligned_epoch"] is None else
@@ -156,49 +161,47 @@ def conclude_ffn(out: Path, paths: dict[str, Path]) -> Outcome:
                              for part in FFN_PARTS),
                   "both align; only CBOW then learns", None),
     ]
-    first_c, first_a = cbow[0], att[0]
-    tokens = rundir.read_signatures(paths["cbow"]).tokens
-    att_aligned = bool(att_rises)
-    paragraph = (
-        f"Both models are trained on mod (N = {len(tokens)}) with the same optimiser. The CBOW model ends at accuracy "
-        f"{ms.fmt(med['cbow']['final_accuracy'])} (member 0: ≥ {LEARNED} from epoch {_epochs([first_c['epoch_95']])})"
+
+
+def describe_ffn(n: dict) -> str:
+    """The paragraph of ``ffn-vs-attention`` from :func:`measure_ffn`."""
+    med, first_c, first_a = n["med"], n["per"]["cbow"][0], n["per"]["attention"][0]
+    att_aligned = bool(n["att_rises"])
+    return (
+        f"Both models are trained on mod (N = {len(n['tokens'])}) with the same optimiser. The CBOW model ends at "
+        f"accuracy {ms.fmt(med['cbow']['final_accuracy'])} (member 0: ≥ {LEARNED} from epoch "
+        f"{ms.fmt_epochs([first_c['epoch_95']])})"
         + (f", and its held-out order-1 probe was already {ms.fmt(first_c['probe_before_learned'])} at the last "
            f"snapshot before that (epoch {first_c['snapshot_before_learned']})"
            if first_c["epoch_95"] is not None else "")
         + ". The attention-only model "
         + ("aligns with order 1 as well" if att_aligned else "does not align with order 1")
-        + f" (probe {ms.fmt(med['attention']['probe_end'])} at the end, median over {len(att)} seeds; member 0 "
-        f"≥ {ALIGNED_PROBE} first at epoch "
-        f"{_epochs([first_a['aligned_epoch']])}) and ends at accuracy {ms.fmt(med['attention']['final_accuracy'])} "
-        f"(chance {ms.fmt(chance)})"
-        + (": signature structure is not a solution." if att_aligned and ms.median([p["best_accuracy"] for p in att])
-           < LEARNED_ACC else ".")
+        + f" (probe {ms.fmt(med['attention']['probe_end'])} at the end, median over {len(n['per']['attention'])} "
+        f"seeds; member 0 ≥ {ALIGNED_PROBE} first at epoch "
+        f"{ms.fmt_epochs([first_a['aligned_epoch']])}) and ends at accuracy "
+        f"{ms.fmt(med['attention']['final_accuracy'])} (chance {ms.fmt(n['chance'])})"
+        + (": signature structure is not a solution." if att_aligned and n["att_best"] < LEARNED_ACC else ".")
     )
-    figures = _ffn_figures(paths, per, tokens, chance)
-    rows = [dict(model=part, member=m, seed=seed, final_accuracy=p["final_accuracy"], epoch_95=p["epoch_95"],
+
+
+def ffn_rows(n: dict) -> list[dict]:
+    """``summary.csv`` of ``ffn-vs-attention``: one row per (model, member)."""
+    return [dict(model=part, member=m, seed=seed, final_accuracy=p["final_accuracy"], epoch_95=p["epoch_95"],
                  probe_collinear=p["probe_collinear"], probe_end=p["probe_end"],
                  probe_zero_mean_end=p["probe_zero_mean_end"],
                  aligned_epoch=p["aligned_epoch"])
-            for part in FFN_PARTS for m, (seed, p) in enumerate(zip(ms.member_seeds(paths[part]), per[part]))]
-    summary = {part: [{k: v for k, v in p.items() if k != "curves"} for p in per[part]] for part in FFN_PARTS}
-    return Outcome(keys, paragraph, figures, {"chance": chance, **summary}, rows)
+            for part in FFN_PARTS for m, (seed, p) in enumerate(zip(n["seeds"][part], n["per"][part]))]
 
 
-register(Recipe(
-    name="ffn-vs-attention", figure="SPEC §8 F8a",
-    expectation="mod, N = 40: CBOW learns once aligned with order 1; attention-only aligns with order 1 but fails",
-    cpu_time="≈ 40 s",
-    runs=lambda: {part: _ffn_config(part) for part in FFN_PARTS},
-    conclude=conclude_ffn,
-))
+def summarise_ffn(n: dict) -> dict:
+    """``summary.json`` of ``ffn-vs-attention``: chance and every member's numbers but its curves."""
+    return {"chance": n["chance"], **{part: [{k: v for k, v in p.items() if k != "curves"} for p in n["per"][part]]
+                                      for part in FFN_PARTS}}
 
 
-# --------------------------------------------------------------------------------- modulus-onset (F9)
-
-ONSET_MODULI = tuple(range(2, 21))
-
-def _ffn_figures(paths: dict[str, Path], per: dict[str, list[dict]], tokens: np.ndarray, chance: float) -> dict:
+def draw_ffn(paths: dict[str, Path], n: dict) -> Figures:
     """The figures of ``ffn-vs-attention``: accuracy and probe curves, and member 0's final embeddings."""
+    per, tokens = n["per"], n["tokens"]
     cbow, att = per["cbow"], per["attention"]
     panels = []
     for part, label in (("cbow", "CBOW (tanh)"), ("attention", "attention-only")):
@@ -212,12 +215,28 @@ def _ffn_figures(paths: dict[str, Path], per: dict[str, list[dict]], tokens: np.
                          "attention-only model over training.",
                          learning_figures.accuracy_and_probe_figure(
                              {"CBOW": [p["curves"] for p in cbow], "attention-only": [p["curves"] for p in att]},
-                             chance, LEARNED_ACC)),
+                             n["chance"], LEARNED_ACC)),
         "pca.png": ("Final embeddings of the task tokens of both models (member 0) on their first two principal "
                     "components.", learning_figures.pca_panels_figure(
                         panels, tokens, "Final embeddings on their first two principal components (member 0)")),
     }
 
+
+register(TrainedRecipe(
+    name="ffn-vs-attention", figure="SPEC §8 F8a",
+    expectation="mod, N = 40: CBOW learns once aligned with order 1; attention-only aligns with order 1 but fails",
+    cpu_time="≈ 40 s",
+    paper=Paper("structure ≠ solution: CBOW learns once aligned with order 1; attention-only aligns but fails",
+                "F_mod, L = 2, N = 40, 1000 epochs, CBOW vs attention-only; d = 128, small init, full dataset"),
+    runs=lambda: {part: _ffn_config(part) for part in FFN_PARTS},
+    measure=measure_ffn, judge=judge_ffn, describe=describe_ffn, draw=draw_ffn, summary=summarise_ffn,
+    member_rows=ffn_rows,
+))
+
+
+# --------------------------------------------------------------------------------- modulus-onset (F9)
+
+ONSET_MODULI = tuple(range(2, 21))
 
 
 def onset_part(M: int) -> str:
@@ -245,7 +264,7 @@ def onset_rows(paths: dict[str, Path]) -> tuple[list[dict], int, int]:
         for m, seed in zip(ms.members(run), ms.member_seeds(run)):
             epochs, acc = ms.metric_series(run, m, "acc")
             caps.add(int(epochs[-1]))
-            rows.append(dict(M=M, seed=seed, onset_epoch=ms.first_epoch(epochs, acc >= LEARNED_ACC),
+            rows.append(dict(M=M, seed=seed, onset_epoch=ms.learned_epoch(epochs, acc),
                              M_divides_N=N % M == 0, final_accuracy=float(acc[-1])))
     if len(caps) != 1 or len(Ns) != 1:
         raise InputError(f"the parts of {Path(next(iter(paths.values()))).parent} differ in epochs {sorted(caps)} "
@@ -256,10 +275,8 @@ def onset_rows(paths: dict[str, Path]) -> tuple[list[dict], int, int]:
 def censored_median(onsets: list[int | None], cap: int) -> tuple[float, bool]:
     """(median, lower_bound): the median onset with censored runs (None) counted as ``cap``, and
     whether it is only a lower bound (the median would grow if the censored runs took longer)."""
-    at_cap = np.array([cap if o is None else o for o in onsets], dtype=float)
-    at_inf = np.array([np.inf if o is None else o for o in onsets], dtype=float)
-    median = float(np.median(at_cap))
-    return median, bool(np.median(at_inf) != median)
+    median = float(np.median(np.array([cap if o is None else o for o in onsets], dtype=float)))
+    return median, bool(ms.median_onset(onsets) != median)
 
 
 def onset_rule(rows: list[dict], cap: int) -> dict:
@@ -285,57 +302,85 @@ def _median_text(median: float, bound: bool) -> str:
     return f"{'≥ ' if bound else ''}{median:.0f}"
 
 
-def conclude_onset(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``modulus-onset``: onsets per modulus M, from files."""
+def measure_onset(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``modulus-onset``: the rows (:func:`onset_rows`), N, the cap, the rule
+    (:func:`onset_rule`), the moduli that divide N and the others, the range of onsets of each group
+    (``spread``, censored runs at the cap; None for an empty group), the slowest run with M ∤ N and the
+    fastest with M | N that learned (None if none), and the censored median per M (``per_M``)."""
     rows, N, cap = onset_rows(paths)
-    rule = onset_rule(rows, cap)
     Ms = sorted({r["M"] for r in rows})
-    divisors = [M for M in Ms if N % M == 0]
-    others = [M for M in Ms if N % M]
-
-    def spread(flag: bool) -> str:
+    spread = {}
+    for flag in (True, False):
         values = [cap if r["onset_epoch"] is None else r["onset_epoch"] for r in rows if r["M_divides_N"] == flag]
-        return f"{min(values)}–{max(values)}" if values else "n/a"
-
+        spread[flag] = (min(values), max(values)) if values else None
     reached = [r for r in rows if r["onset_epoch"] is not None]
-    slowest_other = max((r for r in reached if not r["M_divides_N"]), key=lambda r: r["onset_epoch"], default=None)
-    fastest_div = min((r for r in reached if r["M_divides_N"]), key=lambda r: r["onset_epoch"], default=None)
-    ratio_text = (f"{'≥ ' if rule['median_divides_bound'] and not rule['median_other_bound'] else ''}"
-                  f"{rule['ratio']:.1f}×" + (" (not determined: the median for the other M is censored)"
-                                              if rule["median_other_bound"] else ""))
-    keys = [
-        KeyNumber(f"median onset for M | N (M = {', '.join(map(str, divisors))}; {rule['n_divides']} runs)",
-                  f"{_median_text(rule['median_divides'], rule['median_divides_bound'])} epochs (runs: {spread(True)})",
+    return dict(rows=rows, N=N, cap=cap, rule=onset_rule(rows, cap), divisors=[M for M in Ms if N % M == 0],
+                others=[M for M in Ms if N % M], spread=spread,
+                slowest_other=max((r for r in reached if not r["M_divides_N"]), key=lambda r: r["onset_epoch"],
+                                  default=None),
+                fastest_div=min((r for r in reached if r["M_divides_N"]), key=lambda r: r["onset_epoch"], default=None),
+                per_M={M: censored_median([r["onset_epoch"] for r in rows if r["M"] == M], cap) for M in Ms})
+
+
+def _ratio_text(rule: dict) -> str:
+    """The ratio of the two median onsets for a report: '≥ ' when only a lower bound, and why when open."""
+    return (f"{'≥ ' if rule['median_divides_bound'] and not rule['median_other_bound'] else ''}"
+            f"{rule['ratio']:.1f}×" + (" (not determined: the median for the other M is censored)"
+                                       if rule["median_other_bound"] else ""))
+
+
+def _spread_text(spread: tuple[int, int] | None) -> str:
+    return f"{spread[0]}–{spread[1]}" if spread else "n/a"
+
+
+def judge_onset(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``modulus-onset`` from :func:`measure_onset`."""
+    rule, slowest_other, fastest_div = n["rule"], n["slowest_other"], n["fastest_div"]
+    return [
+        KeyNumber(f"median onset for M | N (M = {', '.join(map(str, n['divisors']))}; {rule['n_divides']} runs)",
+                  f"{_median_text(rule['median_divides'], rule['median_divides_bound'])} epochs (runs: "
+                  f"{_spread_text(n['spread'][True])})",
                   "thousands of epochs (the paper's M | N: 4, 5, 10, 20)", None),
-        KeyNumber(f"median onset for the other M ({len(others)} moduli; {rule['n_other']} runs)",
-                  f"{_median_text(rule['median_other'], rule['median_other_bound'])} epochs (runs: {spread(False)})",
+        KeyNumber(f"median onset for the other M ({len(n['others'])} moduli; {rule['n_other']} runs)",
+                  f"{_median_text(rule['median_other'], rule['median_other_bound'])} epochs (runs: "
+                  f"{_spread_text(n['spread'][False])})",
                   "a few hundred epochs", None),
-        KeyNumber("ratio of the two medians (M | N over the other M)", ratio_text,
-                  f"≥ {ONSET_RATIO:g}× (issue 7)", rule["met"]),
-        KeyNumber(f"censored runs (accuracy never ≥ {LEARNED} within the cap of {cap} epochs)",
-                  f"{rule['censored']} of {len(rows)}", "counted as ≥ the cap in the medians", None),
+        KeyNumber("ratio of the two medians (M | N over the other M)", _ratio_text(rule),
+                  f"≥ {ONSET_RATIO:g}×: the paper's thousands of epochs against a few hundred, as a ratio of medians",
+                  rule["met"]),
+        KeyNumber(f"censored runs (accuracy never ≥ {LEARNED} within the cap of {n['cap']} epochs)",
+                  f"{rule['censored']} of {len(n['rows'])}", "counted as ≥ the cap in the medians", None),
         KeyNumber("slowest run with M ∤ N vs fastest run with M | N",
                   (f"M = {slowest_other['M']} at epoch {slowest_other['onset_epoch']}" if slowest_other else "none")
                   + " vs "
                   + (f"M = {fastest_div['M']} at epoch {fastest_div['onset_epoch']}" if fastest_div else "none"),
                   "not asserted: whether the two groups overlap at all", None),
     ]
-    per_M = {M: censored_median([r["onset_epoch"] for r in rows if r["M"] == M], cap) for M in Ms}
-    paragraph = (
-        f"y = (x1 + x2) mod M over all pairs of 1..{N}. When M divides N every number is followed by every residue "
-        f"equally often, so all order-0 label signatures are equal (their similarity heatmaps are constant) and the "
-        f"first, order-0 stage of the staircase cannot tell the tokens apart; otherwise the order-0 signatures "
-        f"already separate the residues. The median first epoch with training accuracy ≥ {LEARNED} is "
+
+
+def describe_onset(n: dict) -> str:
+    """The paragraph of ``modulus-onset`` from :func:`measure_onset`."""
+    rule, divisors = n["rule"], n["divisors"]
+    return (
+        f"y = (x1 + x2) mod M over all pairs of 1..{n['N']}. When M divides N every number is followed by every "
+        f"residue equally often, so all order-0 label signatures are equal (their similarity heatmaps are constant) "
+        f"and the first, order-0 stage of the staircase cannot tell the tokens apart; otherwise the order-0 "
+        f"signatures already separate the residues. The median first epoch with training accuracy ≥ {LEARNED} is "
         f"{_median_text(rule['median_divides'], rule['median_divides_bound'])} for M | N "
         f"(M = {', '.join(map(str, divisors))}) against "
         f"{_median_text(rule['median_other'], rule['median_other_bound'])} "
-        f"for the other M: a ratio of {ratio_text} (expected ≥ {ONSET_RATIO:g}×). "
-        f"{rule['censored']} of {len(rows)} runs did not reach {LEARNED} within the cap of {cap} epochs "
+        f"for the other M: a ratio of {_ratio_text(rule)} (expected ≥ {ONSET_RATIO:g}×). "
+        f"{rule['censored']} of {len(n['rows'])} runs did not reach {LEARNED} within the cap of {n['cap']} epochs "
         f"(censored, counted as ≥ the cap)."
         + (" M = 2 divides N too and is slow like the other divisors (the paper's list for N = 20 is 4, 5, 10, 20)."
            if 2 in divisors
-           and per_M[2][0] >= ONSET_RATIO * rule["median_other"] else "")
+           and n["per_M"][2][0] >= ONSET_RATIO * rule["median_other"] else "")
     )
+
+
+def draw_onset(paths: dict[str, Path], n: dict) -> Figures:
+    """The onsets against M, and each part's order-0 signature similarity."""
+    N, per_M = n["N"], n["per_M"]
     tokens = rundir.read_signatures(next(iter(paths.values()))).tokens
     panels = []
     for run in paths.values():
@@ -343,28 +388,35 @@ def conclude_onset(out: Path, paths: dict[str, Path]) -> Outcome:
         median, bound = per_M[M]
         panels.append((f"M = {M}{' (M | N)' if N % M == 0 else ''}\nmedian onset {_median_text(median, bound)}",
                        signature_cosine(rundir.read_signatures(run).orders[0])))
-    figures = {
+    return {
         "onset.png": (f"First epoch with training accuracy ≥ {LEARNED} against M (one point per seed; "
                       "M | N shaded; open triangles: censored at the cap).",
-                      learning_figures.onset_figure(rows, N, cap, LEARNED_ACC)),
+                      learning_figures.onset_figure(n["rows"], N, n["cap"], LEARNED_ACC)),
         "order0.png": ("Order-0 signature similarity S^sig,(0) of the tokens 1..N for each M, from each part's "
                        "signatures.npz, each panel stretched over its own range: constant (all 1) when M | N.",
                        learning_figures.similarity_grid(panels, tokens, "Order-0 label-signature similarity "
                                                         "$S^{sig,(0)}$ per modulus M (cosine over token pairs; "
                                                         "each panel on its own colour range)", per_panel=True)),
     }
-    summary = {"N": N, "cap": cap, "learned_acc": LEARNED_ACC, "rule": rule,
-               "median_onset_per_M": {str(M): {"median": v[0], "lower_bound": v[1]} for M, v in per_M.items()}}
-    return Outcome(keys, paragraph, figures, summary, rows)
 
 
-register(Recipe(
+def summarise_onset(n: dict) -> dict:
+    """``summary.json`` of ``modulus-onset``: N, the cap, the threshold, the rule and the median per M."""
+    return {"N": n["N"], "cap": n["cap"], "learned_acc": LEARNED_ACC, "rule": n["rule"],
+            "median_onset_per_M": {str(M): {"median": v[0], "lower_bound": v[1]} for M, v in n["per_M"].items()}}
+
+
+register(TrainedRecipe(
     name="modulus-onset", figure="SPEC §8 F9",
     expectation="y = (x1 + x2) mod M, N = 20: onset (first epoch with accuracy ≥ 95 %) in the thousands when "
                 "M | N, a few hundred otherwise; median for M | N ≥ 3× the median for the other M",
     cpu_time="≈ 2.5 min (19 moduli × 3 seeds × 5000 epochs)",
+    paper=Paper("order-0 informativeness sets the onset: train acc ≥ 95 % after thousands of epochs "
+                "when M | N (4, 5, 10, 20), a few hundred otherwise",
+                f"y = (x1 + x2) mod M, N = 20, a range of M; {SPEC8_SETTINGS}"),
     runs=lambda: {onset_part(M): _onset_config(M) for M in ONSET_MODULI},
-    conclude=conclude_onset,
+    measure=measure_onset, judge=judge_onset, describe=describe_onset, draw=draw_onset, summary=summarise_onset,
+    member_rows=lambda n: n["rows"],
 ))
 
 
@@ -434,25 +486,42 @@ def _spectra_seeds(run: Path, last: int, sigs, S: list[np.ndarray], S0: np.ndarr
     return per
 
 
-def _spectra_part(task: str, run: Path) -> Outcome:
-    """Key numbers (named ``task: ...``), paragraph, figures and rows of one part of ``seed-spectra``."""
+def spectra_numbers(run: Path) -> dict:
+    """The numbers of one part of ``seed-spectra`` at its last snapshot (``last``): per seed
+    (``per``, :func:`_spectra_seeds`), the seeds' S^emb (``S``) and the task tokens, the number of
+    candidate frequencies (``n_k``) and the distinct values random draws from them would give
+    (``chance_distinct``), the seeds beating the permutation null (plain, partialled), the Pearson of
+    every pair of seeds' S^emb (plain and controlling for S^sig,(0)), the seeds per k*
+    (``by_k``) and the alignment at k* per seed (plain, partialled)."""
     last = rundir.snapshot_times(run)[-1]
     sigs = rundir.read_signatures(run)
     S = [cosine_matrix(w) for w in rundir.load_snapshot(run, last)["W_E"][:, sigs.tokens].astype(np.float64)]
     S0 = signature_cosine(sigs.orders[0])
     per = _spectra_seeds(run, last, sigs, S, S0)
     n_k = int(np.sum(np.asarray(per[0]["ks"]) >= SPECTRA_K_MIN))
-    # Distinct values among len(per) independent uniform draws from n_k frequencies, on average.
-    chance_distinct = n_k * (1 - (1 - 1 / n_k) ** len(per))
-    beating = sum(p["null_p"] < SPECTRA_ALPHA for p in per)
-    partial_beating = sum(p["partial_null_p"] < SPECTRA_ALPHA for p in per)
     pairs = [(i, j) for i in range(len(S)) for j in range(i + 1, len(S))]
-    between = [float(compare(S[i], S[j])["pearson"]) for i, j in pairs]
-    between_partial = [float(_partial(S[i], S[j], S0)) for i, j in pairs]
-    by_k = {k: [p["seed"] for p in per if p["k_star"] == k] for k in sorted({p["k_star"] for p in per})}
-    shared = "; ".join(f"k = {k} for seeds {', '.join(map(str, seeds))}" for k, seeds in by_k.items() if len(seeds) > 1)
-    r_stars, partial_stars = [p["r_star"] for p in per], [p["partial_r_star"] for p in per]
-    keys = [
+    return dict(
+        last=last, per=per, S=S, tokens=sigs.tokens, n_k=n_k,
+        # Distinct values among len(per) independent uniform draws from n_k frequencies, on average.
+        chance_distinct=n_k * (1 - (1 - 1 / n_k) ** len(per)),
+        beating=sum(p["null_p"] < SPECTRA_ALPHA for p in per),
+        partial_beating=sum(p["partial_null_p"] < SPECTRA_ALPHA for p in per), pairs=pairs,
+        between=[float(compare(S[i], S[j])["pearson"]) for i, j in pairs],
+        between_partial=[float(_partial(S[i], S[j], S0)) for i, j in pairs],
+        by_k={k: [p["seed"] for p in per if p["k_star"] == k] for k in sorted({p["k_star"] for p in per})},
+        r_stars=[p["r_star"] for p in per], partial_stars=[p["partial_r_star"] for p in per])
+
+
+def _shared_text(by_k: dict[int, list[int]]) -> str:
+    """The frequencies that more than one seed share, with their seeds: 'k = 13 for seeds 2, 7'."""
+    return "; ".join(f"k = {k} for seeds {', '.join(map(str, seeds))}" for k, seeds in by_k.items() if len(seeds) > 1)
+
+
+def _judge_spectra_part(task: str, n: dict) -> list[KeyNumber]:
+    """The key numbers of one part of ``seed-spectra`` (named ``task: ...``) from :func:`spectra_numbers`."""
+    last, per, by_k, n_k, pairs = n["last"], n["per"], n["by_k"], n["n_k"], n["pairs"]
+    r_stars, partial_stars, shared = n["r_stars"], n["partial_stars"], _shared_text(n["by_k"])
+    return [
         KeyNumber(f"{task}: k* = argmax over k > {SPECTRA_K_MIN - 1} of the Fourier alignment at epoch {last}, per "
                   f"seed (r; r controlling for S^sig,(0))",
                   "; ".join(f"seed {p['seed']}: {p['k_star']} ({ms.fmt(p['r_star'], 2)}; "
@@ -460,77 +529,101 @@ def _spectra_part(task: str, run: Path) -> Outcome:
                   "each seed best matched by its own frequency", None),
         KeyNumber(f"{task}: distinct k* over the seeds", f"{len(by_k)} of {len(per)} ({', '.join(map(str, by_k))})"
                   + (f"; shared: {shared}" if shared else "")
-                  + f"; {chance_distinct:.1f} on average if each seed's k* were drawn at random from the {n_k} "
+                  + f"; {n['chance_distinct']:.1f} on average if each seed's k* were drawn at random from the {n_k} "
                   "frequencies",
                   f"a different frequency for every seed: {len(per)} of {len(per)}", len(by_k) == len(per)),
         KeyNumber(f"{task}: k* above chance: the best alignment over k > {SPECTRA_K_MIN - 1} against the same maximum "
                   f"with the tokens relabelled ({SPECTRA_PERMUTATIONS} permutations), p per seed",
                   "; ".join(f"seed {p['seed']}: p = {p['null_p']:.3f} (r {ms.fmt(p['r_star'], 2)} vs 95 % of chance "
-                            f"{ms.fmt(p['null_q95'], 2)})" for p in per) + f"; {beating} of {len(per)} below "
+                            f"{ms.fmt(p['null_q95'], 2)})" for p in per) + f"; {n['beating']} of {len(per)} below "
                   f"{SPECTRA_ALPHA}",
-                  f"every seed's k* a real match (p < {SPECTRA_ALPHA})", beating == len(per)),
+                  f"every seed's k* a real match (p < {SPECTRA_ALPHA})", n["beating"] == len(per)),
         KeyNumber(f"{task}: Fourier alignment at k*: Pearson r, and r controlling for S^sig,(0) (median, range over "
                   f"seeds; seeds whose partialled r beats the best partialled r over k > {SPECTRA_K_MIN - 1} with the "
                   "tokens relabelled)",
                   f"{ms.fmt(ms.median(r_stars))} ({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); "
                   f"{ms.fmt(ms.median(partial_stars))} ({ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))}); "
-                  f"{partial_beating} of {len(per)} above chance (p < {SPECTRA_ALPHA}: "
+                  f"{n['partial_beating']} of {len(per)} above chance (p < {SPECTRA_ALPHA}: "
                   f"{', '.join(str(p['seed']) for p in per if p['partial_null_p'] < SPECTRA_ALPHA) or 'none'})",
                   "not asserted: how well k* matches", None),
         KeyNumber(f"{task}: S^emb of two seeds at epoch {last}: Pearson over token pairs, and controlling for "
-                  f"S^sig,(0) (mean, range over {len(pairs)} pairs)", f"{_pairs(between)}; {_pairs(between_partial)}",
+                  f"S^sig,(0) (mean, range over {len(pairs)} pairs)",
+                  f"{_pairs(n['between'])}; {_pairs(n['between_partial'])}",
                   "different geometries: not asserted (no threshold in the paper)", None),
         KeyNumber(f"{task}: training accuracy at epoch {last} (median, min)",
                   f"{ms.fmt(ms.median([p['accuracy'] for p in per]))}, {ms.fmt(min(p['accuracy'] for p in per))}",
                   "not asserted", None),
     ]
-    paragraph = (
+
+
+def _describe_spectra_part(task: str, n: dict) -> str:
+    """The paragraph of one part of ``seed-spectra`` from :func:`spectra_numbers`."""
+    last, per, by_k, n_k = n["last"], n["per"], n["by_k"], n["n_k"]
+    r_stars, partial_stars = n["r_stars"], n["partial_stars"]
+    return (
         f"On `{task}`, {len(per)} seeds read at epoch {last}: two seeds' embedding similarity matrices correlate "
-        f"{_pairs(between)}, and {_pairs(between_partial)} controlling for S^sig,(0). Restricted to "
+        f"{_pairs(n['between'])}, and {_pairs(n['between_partial'])} controlling for S^sig,(0). Restricted to "
         f"k > {SPECTRA_K_MIN - 1}, the Fourier frequency whose order-1 geometry best matches a seed's embeddings takes "
         f"{len(by_k)} distinct values over {len(per)} seeds ({', '.join(map(str, by_k))})"
         + ("; every seed has its own." if len(by_k) == len(per) else
-           f"; the expectation that every seed has its own is not met ({shared}).")
-        + f" Drawn at random from the {n_k} frequencies, {len(per)} seeds would give {chance_distinct:.1f} distinct "
-        f"values on average; {beating} of {len(per)} seeds' best alignments beat the chance level of the best of "
+           f"; the expectation that every seed has its own is not met ({_shared_text(by_k)}).")
+        + f" Drawn at random from the {n_k} frequencies, {len(per)} seeds would give "
+        f"{n['chance_distinct']:.1f} distinct values on average; {n['beating']} of {len(per)} seeds' best alignments "
+        f"beat the chance level of the best of "
         f"{n_k} frequencies with the tokens relabelled (p < {SPECTRA_ALPHA}). The alignment at k* is "
         f"{ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}, and {ms.fmt(min(partial_stars))} to "
         f"{ms.fmt(max(partial_stars))} with S^sig,(0) partialled out."
     )
-    figures = {
+
+
+def _draw_spectra_part(task: str, n: dict) -> Figures:
+    """Every seed's S^emb with its k*, and every seed's Fourier profile, of one part of ``seed-spectra``."""
+    last, per, S, tokens = n["last"], n["per"], n["S"], n["tokens"]
+    return {
         f"{task}_geometries.png": (f"`{task}`: S^emb of the task tokens at epoch {last} for every seed, titled with "
                                    "its k* and r.",
                                    learning_figures.similarity_grid(
                                        [(f"seed {p['seed']}: k* = {p['k_star']}, r = {p['r_star']:.2f}", s)
-                                        for p, s in zip(per, S)], sigs.tokens,
+                                        for p, s in zip(per, S)], tokens,
                                        f"{task}: embedding similarity $S^{{emb}}$ at epoch {last}, one panel "
                                        "per seed")),
         f"{task}_fourier.png": (f"`{task}`: Fourier alignment over k at epoch {last} for every seed (Pearson r, "
                                 "and r controlling for S^sig,(0)); k* marked.",
                                 learning_figures.fourier_profiles_figure(per, SPECTRA_K_MIN)),
     }
-    rows = [{"task": task, **{key: p[key] for key in ("seed", "k_star", "r_star", "partial_r_star", "null_p",
-                                                       "partial_null_p", "accuracy")}} for p in per]
-    return Outcome(keys, paragraph, figures, {"epoch": last, "k_min": SPECTRA_K_MIN, "members": per,
-                                              "between_seed_pearson": between,
-                                              "between_seed_partial": between_partial}, rows)
 
 
-def conclude_spectra(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``seed-spectra``: one best frequency per seed and task, from files."""
-    parts = {task: _spectra_part(task, paths[task]) for task in SPECTRA_PARTS if task in paths}
-    return Outcome([k for part in parts.values() for k in part.key_numbers],
-                   " ".join(part.paragraph for part in parts.values()),
-                   {name: fig for part in parts.values() for name, fig in part.figures.items()},
-                   {task: part.summary for task, part in parts.items()},
-                   [row for part in parts.values() for row in part.member_rows])
+def _spectra_part_rows(task: str, n: dict) -> list[dict]:
+    """``summary.csv`` rows of one part of ``seed-spectra``: one per seed."""
+    return [{"task": task, **{key: p[key] for key in ("seed", "k_star", "r_star", "partial_r_star", "null_p",
+                                                       "partial_null_p", "accuracy")}} for p in n["per"]]
 
 
-register(Recipe(
+def _summarise_spectra_part(n: dict) -> dict:
+    """``summary.json`` of one part of ``seed-spectra``."""
+    return {"epoch": n["last"], "k_min": SPECTRA_K_MIN, "members": n["per"], "between_seed_pearson": n["between"],
+            "between_seed_partial": n["between_partial"]}
+
+
+def measure_spectra(out: Path, paths: dict[str, Path]) -> dict[str, dict]:
+    """Task -> :func:`spectra_numbers` of each part of ``seed-spectra`` present."""
+    return {task: spectra_numbers(paths[task]) for task in SPECTRA_PARTS if task in paths}
+
+
+register(TrainedRecipe(
     name="seed-spectra", figure="SPEC §8 D (App. D)",
     expectation="10 seeds of staircase-add and of staircase-mod at epoch 1000: different geometries, each best "
                 "matched by a different frequency k* = argmax over k > 10",
     cpu_time="≈ 1 min",
+    paper=Paper("different geometries per seed, each best matched by a different frequency "
+                "k* = argmax_{k>10}",
+                f"10 seeds at epoch 1000; {SPEC8_SETTINGS}"),
     runs=lambda: {task: _spectra_config(source) for task, source in SPECTRA_PARTS.items()},
-    conclude=conclude_spectra,
+    measure=measure_spectra,
+    judge=lambda parts: [k for task, n in parts.items() for k in _judge_spectra_part(task, n)],
+    describe=lambda parts: " ".join(_describe_spectra_part(task, n) for task, n in parts.items()),
+    draw=lambda paths, parts: {name: fig for task, n in parts.items()
+                               for name, fig in _draw_spectra_part(task, n).items()},
+    summary=lambda parts: {task: _summarise_spectra_part(n) for task, n in parts.items()},
+    member_rows=lambda parts: [row for task, n in parts.items() for row in _spectra_part_rows(task, n)],
 ))

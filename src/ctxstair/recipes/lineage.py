@@ -52,7 +52,7 @@ import scipy.stats
 import torch
 
 from ctxstair import rundir
-from ctxstair.alignment import cosine_matrix, upper_triangle
+from ctxstair.alignment import mean_cosine
 from ctxstair.alignment.pca import pca
 from ctxstair.config import (
     AnalysisConfig,
@@ -64,7 +64,7 @@ from ctxstair.config import (
     TrainConfig,
 )
 from ctxstair.models import Ensemble
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import lineage_figures
 from ctxstair.report import measures as ms
 from ctxstair.run import Run
@@ -114,11 +114,6 @@ def order_along_pc1(rows: np.ndarray, values: np.ndarray) -> tuple[float, float]
     return float(abs(scipy.stats.spearmanr(coords[:, 0], values)[0])), float(explained[0])
 
 
-def mean_cosine(rows: np.ndarray) -> float:
-    """Mean pairwise cosine of the rows (≈ 0 for random rows, 1 for rows along one direction)."""
-    return float(upper_triangle(cosine_matrix(rows)).mean())
-
-
 def halving_epoch(epochs: np.ndarray, loss: np.ndarray) -> int | None:
     """First epoch at which ``loss`` is at most half its value at the first epoch (None if never)."""
     return ms.first_epoch(epochs, loss <= loss[0] / 2)
@@ -153,9 +148,6 @@ def _gammas(parts: list[dict], sep: str = " → ") -> str:
     """The parts' γ values, '0.3 → 0.5 → 1'."""
     return sep.join(f"{p['gamma']:g}" for p in parts)
 
-
-def _epochs(values: list[int | None]) -> str:
-    return ", ".join("never" if v is None else str(v) for v in values)
 
 
 
@@ -221,15 +213,23 @@ def composite_part(run: Path) -> dict:
     )
 
 
-def conclude_composite(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``composite``: the held-out pair's answers per γ."""
+def measure_composite(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``composite``: the parts (:func:`composite_part`) by ascending γ, the median
+    inferential fraction at the smallest and largest γ (``inf_lo``, ``inf_hi``), whether every seed
+    fitted its training set, and the two answers' offsets from the key."""
     parts = sorted((composite_part(run) for run in paths.values()), key=lambda p: p["gamma"])
     lo, hi = parts[0], parts[-1]
-    inf_lo, inf_hi = ms.median(lo["inferential_end"]), ms.median(hi["inferential_end"])
-    fitted = all(min(p["train_acc"]) >= FITTED_ACC for p in parts)
-    inf_off, sym_off = hi["inferential_offset"], hi["symmetric_offset"]
+    return dict(parts=parts, lo=lo, hi=hi, inf_lo=ms.median(lo["inferential_end"]),
+                inf_hi=ms.median(hi["inferential_end"]),
+                fitted=all(min(p["train_acc"]) >= FITTED_ACC for p in parts),
+                inf_off=hi["inferential_offset"], sym_off=hi["symmetric_offset"])
+
+
+def judge_composite(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``composite`` from :func:`measure_composite`."""
+    parts, lo, hi, inf_lo, inf_hi = n["parts"], n["lo"], n["hi"], n["inf_lo"], n["inf_hi"]
     keys = [
-        KeyNumber(f"inferential answer ({_answer(inf_off)}) on the held-out pair: γ = {lo['gamma']:g} → "
+        KeyNumber(f"inferential answer ({_answer(n['inf_off'])}) on the held-out pair: γ = {lo['gamma']:g} → "
                   f"γ = {hi['gamma']:g}",
                   f"{ms.fmt(inf_lo)} → {ms.fmt(inf_hi)} of the held-out samples (median over seeds)",
                   f"small init → inferential: the majority answer (≥ {MAJORITY:g}) at the largest γ, not at the "
@@ -239,15 +239,15 @@ def conclude_composite(out: Path, paths: dict[str, Path]) -> Outcome:
         other = ", ".join(f"{_answer(o)} ({ms.fmt(f)})" if o is not None else "none"
                           for o, f in zip(p["other_offset"], p["other_offset_fraction"]))
         keys.append(KeyNumber(
-            f"γ = {p['gamma']:g}: held-out answers, inferential / symmetric ({_answer(sym_off)}) / other",
+            f"γ = {p['gamma']:g}: held-out answers, inferential / symmetric ({_answer(n['sym_off'])}) / other",
             f"{_values(p['inferential_end'])} / {_values(p['symmetric_end'])} / {_values(p['other_end'])}; "
             f"most common other answer per seed: {other}",
             "inferential at small init (large γ)", None))
-    keys += [
+    return keys + [
         KeyNumber("training accuracy at the end, per γ",
                   "; ".join(f"γ = {p['gamma']:g}: {_values(p['train_acc'], 3)}" for p in parts),
                   f"every seed fits its training set (≥ {FITTED_ACC:g}), so that its held-out answer means something",
-                  fitted),
+                  n["fitted"]),
         KeyNumber("symmetric answer at large init",
                   f"{_values(lo['symmetric_end'])} at γ = {lo['gamma']:g}",
                   "the predecessor work's large-init answer; not asserted (SPEC §9 names the small-init side)", None),
@@ -256,39 +256,56 @@ def conclude_composite(out: Path, paths: dict[str, Path]) -> Outcome:
                             f"{_values(p['key_pc1_variance'])} of the variance)" for p in parts),
                   "not asserted (SPEC §9 asks for the keys' PCA)", None),
     ]
-    paragraph = (
+
+
+def describe_composite(n: dict) -> str:
+    """The paragraph of ``composite`` from :func:`measure_composite`."""
+    parts, lo, hi, inf_lo, inf_hi = n["parts"], n["lo"], n["hi"], n["inf_lo"], n["inf_hi"]
+    return (
         "The attention-only model (learned positions; the CBOW model would see (x, 4, 3) and (x, 3, 4) as one "
         f"input) was trained on the composite task at γ ∈ {{{_gammas(parts, ', ')}}} and asked for the held-out "
-        f"pair (4, 3). The fraction of held-out samples given the inferential answer {_answer(inf_off)} goes from "
-        f"{ms.fmt(inf_lo)} at γ = {lo['gamma']:g} to {ms.fmt(inf_hi)} at γ = {hi['gamma']:g}: "
+        f"pair (4, 3). The fraction of held-out samples given the inferential answer {_answer(n['inf_off'])} goes "
+        f"from {ms.fmt(inf_lo)} at γ = {lo['gamma']:g} to {ms.fmt(inf_hi)} at γ = {hi['gamma']:g}: "
         + ("small initialization composes the shifts, large initialization does not"
            if inf_hi >= MAJORITY > inf_lo else "the expected switch to the inferential answer at small initialization "
            "does not appear")
-        + f". The symmetric answer {_answer(sym_off)} gets at most "
+        + f". The symmetric answer {_answer(n['sym_off'])} gets at most "
         f"{ms.fmt(max(ms.median(p['symmetric_end']) for p in parts))} of the held-out samples (median over seeds; "
         f"{ms.fmt(max(max(p['symmetric_end']) for p in parts))} for the most symmetric seed) at any γ"
         + (": at large initialization the models answer neither way." if inf_lo < MAJORITY else ".")
         + f" Training accuracy at the end is {ms.fmt(min(min(p['train_acc']) for p in parts))} or more"
-        + ("." if fitted else f", below {FITTED_ACC:g} for some seed: their held-out answers are those of a model "
-           "that has not fitted its training set.")
+        + ("." if n["fitted"] else f", below {FITTED_ACC:g} for some seed: their held-out answers are those of a "
+           "model that has not fitted its training set.")
     )
-    figures = {
+
+
+def draw_composite(paths: dict[str, Path], n: dict) -> Figures:
+    """The held-out answers per γ, the training curves and the keys' PCA."""
+    parts = n["parts"]
+    return {
         "answers.png": ("Held-out pair (4, 3): fraction of samples given the inferential and the symmetric answer, "
                         "per γ at the end of training (bars: median over seeds; dots: seeds).",
-                        lineage_figures.answers_figure(parts, _answer(inf_off), _answer(sym_off))),
+                        lineage_figures.answers_figure(parts, _answer(n["inf_off"]), _answer(n["sym_off"]))),
         "training.png": ("Training accuracy (top) and the inferential fraction on the held-out pair (bottom) over "
                          "training, one colour per γ, one line per seed.",
                          lineage_figures.composite_training_figure(parts)),
         "keys_pca.png": ("PCA of the key embeddings at the end of training, one panel per γ (seed of member 0); "
                          "colour runs with the key value.", lineage_figures.key_pca_figure(parts)),
     }
-    rows = [{"gamma": p["gamma"], "seed": s, "inferential_fraction": i, "symmetric_fraction": y,
+
+
+def composite_rows(n: dict) -> list[dict]:
+    """``summary.csv`` of ``composite``: one row per (γ, seed)."""
+    return [{"gamma": p["gamma"], "seed": s, "inferential_fraction": i, "symmetric_fraction": y,
              "other_fraction": o, "train_accuracy": a, "key_pc1_spearman": k}
-            for p in parts for s, i, y, o, a, k in zip(p["seeds"], p["inferential_end"], p["symmetric_end"],
-                                                       p["other_end"], p["train_acc"], p["key_order"])]
-    summary = {"parts": [{k: v for k, v in p.items() if k not in ("key_rows", "acc_curves")} for p in parts],
-               "majority": MAJORITY, "fitted_acc": FITTED_ACC}
-    return Outcome(keys, paragraph, figures, summary, rows)
+            for p in n["parts"] for s, i, y, o, a, k in zip(p["seeds"], p["inferential_end"], p["symmetric_end"],
+                                                            p["other_end"], p["train_acc"], p["key_order"])]
+
+
+def summarise_composite(n: dict) -> dict:
+    """``summary.json`` of ``composite``: every part but its arrays, and the thresholds."""
+    return {"parts": [{k: v for k, v in p.items() if k not in ("key_rows", "acc_curves")} for p in n["parts"]],
+            "majority": MAJORITY, "fitted_acc": FITTED_ACC}
 
 
 # ------------------------------------------------------------------------------ reason-memory
@@ -378,45 +395,53 @@ def _reasoning_first(p: dict) -> bool:
     return all(r is not None and (m is None or r < m) for r, m in zip(p["half_reasoning"], p["half_memory"]))
 
 
-def conclude_reason(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``reason-memory``: which anchors are learned first per γ."""
+def measure_reason(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``reason-memory``: the parts (:func:`reason_part`) by ascending γ, at the largest
+    γ the median held-out accuracy and order along PC1, the median memory-anchor cosine per γ
+    (``cos_m``), whether the reasoning loss halves first (at the largest γ, at every γ), the lead per γ
+    (:func:`_lead`) and whether it grows with γ (``monotone``)."""
     parts = sorted((reason_part(run) for run in paths.values()), key=lambda p: p["gamma"])
-    lo, hi = parts[0], parts[-1]
-    held_hi = ms.median(hi["heldout_end"])
-    order_hi = ms.median(hi["order_end"])
-    cos_m = {p["gamma"]: ms.median(p["cos_memory_end"]) for p in parts}
-    first_hi, all_first = _reasoning_first(hi), all(_reasoning_first(p) for p in parts)
+    hi = parts[-1]
     leads = [_lead(p) for p in parts]
-    monotone = all(a < b for a, b in zip(leads, leads[1:]))
+    return dict(parts=parts, lo=parts[0], hi=hi, held_hi=ms.median(hi["heldout_end"]),
+                order_hi=ms.median(hi["order_end"]), cos_m={p["gamma"]: ms.median(p["cos_memory_end"]) for p in parts},
+                first_hi=_reasoning_first(hi), all_first=all(_reasoning_first(p) for p in parts), leads=leads,
+                monotone=all(a < b for a, b in zip(leads, leads[1:])))
+
+
+def judge_reason(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``reason-memory`` from :func:`measure_reason`."""
+    parts, lo, hi, leads, cos_m = n["parts"], n["lo"], n["hi"], n["leads"], n["cos_m"]
     keys = [
         KeyNumber(f"small init favours reasoning: reasoning loss halves first at γ = {hi['gamma']:g}, with a larger "
                   f"lead (memory / reasoning halving epoch) than at γ = {lo['gamma']:g}",
                   f"lead {' → '.join(ms.fmt(v, 2) for v in leads)} at γ = {_gammas(parts)}"
-                  + ("" if all_first else "; the memory loss halves first (or together) for some seed"),
+                  + ("" if n["all_first"] else "; the memory loss halves first (or together) for some seed"),
                   f"reasoning first at γ = {hi['gamma']:g}; lead larger at γ = {hi['gamma']:g} than at "
                   f"γ = {lo['gamma']:g}",
-                  bool(first_hi and leads[-1] > leads[0])),
+                  bool(n["first_hi"] and leads[-1] > leads[0])),
     ]
     for p in parts:
         keys.append(KeyNumber(
             f"γ = {p['gamma']:g}: epoch at which the training loss has halved, reasoning / memory samples",
-            f"{_epochs(p['half_reasoning'])} / {_epochs(p['half_memory'])} (lead {ms.fmt(_lead(p), 2)}); largest "
-            f"memory − reasoning loss {_values(p['max_gap'])} nats at epoch {_epochs(p['max_gap_epoch'])}; "
+            f"{ms.fmt_epochs(p['half_reasoning'])} / {ms.fmt_epochs(p['half_memory'])} (lead "
+            f"{ms.fmt(_lead(p), 2)}); largest memory − reasoning loss {_values(p['max_gap'])} nats at epoch "
+            f"{ms.fmt_epochs(p['max_gap_epoch'])}; "
             "accuracy at the end "
             f"{_values(p['acc_reasoning'])} / {_values(p['acc_memory'])} (order-blind ceiling for memory "
             f"{ms.fmt(p['ceiling_memory'])})", "reasoning first at small init", None))
-    keys += [
+    return keys + [
         KeyNumber(f"accuracy on the held-out reasoning pairs (11, 13), (13, 11) at the end, γ = "
                   f"{_gammas(parts)}",
                   " → ".join(_values(p["heldout_end"]) for p in parts)
                   + f"; median |answer − label| {' → '.join(_values(p['heldout_error'], 1) for p in parts)}",
                   f"small init generalises to the held-out pairs: ≥ {MAJORITY:g} at γ = {hi['gamma']:g}",
-                  bool(held_hi >= MAJORITY)),
+                  bool(n["held_hi"] >= MAJORITY)),
         KeyNumber("reasoning anchors ordered along PC1 (|Spearman| with their value), at the end, γ = "
                   f"{_gammas(parts)}",
                   " → ".join(_values(p["order_end"]) for p in parts)
                   + f" (when the reasoning loss has halved: {' → '.join(_values(p['order_half']) for p in parts)})",
-                  f"ordered at small init: ≥ {ORDERED:g} at γ = {hi['gamma']:g}", bool(order_hi >= ORDERED)),
+                  f"ordered at small init: ≥ {ORDERED:g} at γ = {hi['gamma']:g}", bool(n["order_hi"] >= ORDERED)),
         KeyNumber("memory anchors alike: mean cosine within the memory anchors at the end, γ = "
                   f"{_gammas(parts)}",
                   " → ".join(_values(p["cos_memory_end"]) for p in parts)
@@ -428,40 +453,50 @@ def conclude_reason(out: Path, paths: dict[str, Path]) -> Outcome:
                   " → ".join(f"{_values(p['cos_reasoning_end'])} ({_values(p['cos_reasoning_half'])})" for p in parts),
                   "not asserted", None),
     ]
-    paragraph = _reason_paragraph(parts, leads, all_first, monotone, held_hi, order_hi, cos_m)
-    figures = {
+
+
+def draw_reason(paths: dict[str, Path], n: dict) -> Figures:
+    """The loss of each kind of sample per γ, and the anchor embeddings per γ."""
+    return {
         "group_loss.png": ("Training loss of the reasoning and the memory samples over training, one panel per γ, one "
                            "line per seed; dotted: accuracy on the held-out reasoning pairs.",
-                           lineage_figures.group_loss_figure(parts)),
+                           lineage_figures.group_loss_figure(n["parts"])),
         "anchors.png": ("Anchor embeddings at the end of training, one column per γ (member 0): cosine similarity of "
                         "the memory (1..10) and reasoning (11..20) anchors (top) and their PCA (bottom).",
-                        lineage_figures.anchor_figure(parts)),
+                        lineage_figures.anchor_figure(n["parts"])),
     }
-    rows = [{"gamma": p["gamma"], "seed": s, "half_epoch_reasoning": hr, "half_epoch_memory": hm, "max_loss_gap": g,
+
+
+def reason_rows(n: dict) -> list[dict]:
+    """``summary.csv`` of ``reason-memory``: one row per (γ, seed)."""
+    return [{"gamma": p["gamma"], "seed": s, "half_epoch_reasoning": hr, "half_epoch_memory": hm, "max_loss_gap": g,
              "acc_reasoning": ar, "acc_memory": am, "heldout_accuracy": h, "reasoning_pc1_spearman": o,
              "cos_reasoning": cr, "cos_memory": cm}
-            for p in parts for s, hr, hm, g, ar, am, h, o, cr, cm in zip(
+            for p in n["parts"] for s, hr, hm, g, ar, am, h, o, cr, cm in zip(
                 p["seeds"], p["half_reasoning"], p["half_memory"], p["max_gap"], p["acc_reasoning"], p["acc_memory"],
                 p["heldout_end"], p["order_end"], p["cos_reasoning_end"], p["cos_memory_end"])]
-    summary = {"parts": [{k: v for k, v in p.items() if k != "anchor_rows"} for p in parts],
-               "majority": MAJORITY, "ordered": ORDERED}
-    return Outcome(keys, paragraph, figures, summary, rows)
 
 
-def _reason_paragraph(parts: list[dict], leads: list[float], all_first: bool, monotone: bool, held_hi: float,
-                      order_hi: float, cos_m: dict[float, float]) -> str:
-    """The report paragraph of ``reason-memory`` from its per-γ parts (ascending γ) and measures."""
-    hi = parts[-1]
+def summarise_reason(n: dict) -> dict:
+    """``summary.json`` of ``reason-memory``: every part but its anchor rows, and the thresholds."""
+    return {"parts": [{k: v for k, v in p.items() if k != "anchor_rows"} for p in n["parts"]],
+            "majority": MAJORITY, "ordered": ORDERED}
+
+
+def describe_reason(n: dict) -> str:
+    """The paragraph of ``reason-memory`` from :func:`measure_reason`."""
+    parts, hi, leads, cos_m = n["parts"], n["hi"], n["leads"], n["cos_m"]
+    held_hi, order_hi = n["held_hi"], n["order_hi"]
     return (
         f"The CBOW model was trained on reasoning (label = key + a1 + a2) and memory (fixed random label per key and "
         f"ordered anchor pair) samples at γ ∈ {{{_gammas(parts, ', ')}}}. "
-        + ("The reasoning loss halves before the memory loss at every γ tried" if all_first
+        + ("The reasoning loss halves before the memory loss at every γ tried" if n["all_first"]
            else "The reasoning loss does not halve first at every γ tried")
         + f"; the memory halving epoch over the reasoning one is {' → '.join(ms.fmt(v, 2) for v in leads)} "
         f"from large to small initialization"
         + (", larger at the smallest initialization than at the largest" if leads[-1] > leads[0]
            else ", not larger at the smallest initialization than at the largest")
-        + (", though not monotone in γ" if not monotone else "")
+        + (", though not monotone in γ" if not n["monotone"] else "")
         + f". The largest gap between the two losses (memory minus reasoning) is "
         f"{' → '.join(ms.fmt(ms.median(p['max_gap']), 2) for p in parts)} nats; at the end the training accuracy on "
         f"reasoning / memory samples is {' → '.join(_pair(p['acc_reasoning'], p['acc_memory']) for p in parts)}."
@@ -475,20 +510,32 @@ def _reason_paragraph(parts: list[dict], leads: list[float], all_first: bool, mo
     )
 
 
-register(Recipe(
+register(TrainedRecipe(
     name="composite", figure="SPEC §9 anchor functions (composite task)",
     expectation="held-out pair (4, 3): small initialization (large γ) → inferential answer x − 10, not the "
                 "symmetric x − 6",
     cpu_time="≈ 3 min",
+    paper=Paper("not a paper figure (SPEC §9 lineage benchmark, anchor functions): small init gives the "
+                "inferential answer x − 10 on the held-out pair (4, 3), not the symmetric x − 6",
+                "keys 20..99, key x at position p, anchors a1, a2 at p+1, p+2, rest noise, length 9; shifts "
+                "1:+5, 2:+1, 3:−2, 4:−8; y = x + s(a1) + s(a2), pair (3, 4) → x − 6; pair (4, 3) and a residue "
+                "rule's (key, position) held out"),
     runs=lambda: {part_name(g): _composite_config(g) for g in COMPOSITE_GAMMAS},
-    conclude=conclude_composite,
+    measure=measure_composite, judge=judge_composite, describe=describe_composite, draw=draw_composite,
+    summary=summarise_composite, member_rows=composite_rows,
 ))
 
-register(Recipe(
+register(TrainedRecipe(
     name="reason-memory", figure="SPEC §9 reasoning vs memory anchors",
     expectation="small initialization favours the reasoning anchors (learned first); reasoning-anchor embeddings "
                 "ordered, memory-anchor embeddings alike",
     cpu_time="≈ 3 min",
+    paper=Paper("not a paper figure (SPEC §9 lineage benchmark, arXiv 2502.04375): small init favours "
+                "the reasoning anchors; reasoning-anchor embeddings ordered, memory-anchor ones alike",
+                "keys 21..120, memory anchors 1..10 (a fixed random label per (key, anchor)), reasoning "
+                "anchors 11..20 (y = key + Σ anchors), q = 2, L = 9; reasoning pairs (11, 13), (13, 11) "
+                "held out"),
     runs=lambda: {part_name(g): _reason_config(g) for g in REASON_GAMMAS},
-    conclude=conclude_reason,
+    measure=measure_reason, judge=judge_reason, describe=describe_reason, draw=draw_reason,
+    summary=summarise_reason, member_rows=reason_rows,
 ))

@@ -24,20 +24,11 @@ import torch
 
 from ctxstair import rundir
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import measures as ms
 from ctxstair.report import minmax_figures, run_figures
 from ctxstair.run import Run
 from ctxstair.signatures.superposition import closed_form_signatures, superposition_scores
-
-
-def order0_peak(run: Path, member: int) -> int:
-    """Epoch of the highest order-0 alignment (Pearson) among the snapshots taken before the loss has
-    fallen halfway from its start to its end (the early peak of ``staircase-add``)."""
-    epochs, r0 = rundir.alignment_series(rundir.read_alignment(run), "order0", member)
-    loss_epochs, loss = ms.metric_series(run, member, "loss")
-    before = np.array([ms.value_at(loss_epochs, loss, e) > (loss[0] + loss[-1]) / 2 for e in epochs])
-    return int(epochs[np.nanargmax(np.where(before, r0, -np.inf))])
 
 
 def snapshot_logits(run: Run, epoch: int) -> np.ndarray:
@@ -62,11 +53,12 @@ def minmax_numbers(run: Run) -> dict:
     weighted_acc = float((sigs.labels[weighted.argmax(axis=1)] == dataset.y).mean())
     members = []
     for m in ms.members(run.path):
-        peak, last = order0_peak(run.path, m), run.snapshot_times()[-1]
+        epochs, r0 = rundir.alignment_series(rundir.read_alignment(run.path), "order0", m)
+        peak, last = int(epochs[ms.order0_peak(run.path, m)]), run.snapshot_times()[-1]
         _, acc = ms.metric_series(run.path, m, "acc")
         logits = {e: snapshot_logits(run, e)[m][:, sigs.labels].ravel() for e in (peak, last)}
-        r0 = rundir.alignment_series(rundir.read_alignment(run.path), "order0", m)
-        members.append(dict(member=m, acc_end=float(acc[-1]), peak_epoch=peak, order0_at_peak=ms.value_at(*r0, peak),
+        members.append(dict(member=m, acc_end=float(acc[-1]), peak_epoch=peak,
+                            order0_at_peak=ms.value_at(epochs, r0, peak),
                             last_epoch=last, **{f"{name}_{when}": float(np.corrcoef(logits[e], ref.ravel())[0, 1])
                                                 for name, ref in (("corr", score), ("corr_weighted", weighted))
                                                 for when, e in (("peak", peak), ("end", last))}))
@@ -74,19 +66,22 @@ def minmax_numbers(run: Run) -> dict:
                 weighted_accuracy=weighted_acc, samples=int(dataset.n_samples), members=members)
 
 
-def conclude_minmax(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``minmax``: closed forms, superposition, the trained logits."""
-    run = Run(paths[""])
-    res = minmax_numbers(run)
-    med = {key: ms.median([m[key] for m in res["members"]]) for key in res["members"][0] if key != "member"}
-    first = res["members"][0]
-    keys = [
+def measure(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``minmax`` (:func:`minmax_numbers`), with the medians over members (``med``)."""
+    res = minmax_numbers(Run(paths[""]))
+    return {**res, "med": ms.medians(res["members"], [key for key in res["members"][0] if key != "member"])}
+
+
+def judge(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``minmax`` from :func:`measure`."""
+    med, first = n["med"], n["members"][0]
+    return [
         KeyNumber("order-0 signatures vs the closed forms of S72 (max abs difference over tokens and labels)",
-                  f"{res['closed_form_max_abs_diff']:.1e}", "0 up to rounding (≤ 1e-12)",
-                  bool(res["closed_form_max_abs_diff"] <= 1e-12)),
+                  f"{n['closed_form_max_abs_diff']:.1e}", "0 up to rounding (≤ 1e-12)",
+                  bool(n["closed_form_max_abs_diff"] <= 1e-12)),
         KeyNumber("superposition predictor argmax_ν (φ_c + φ_x1 + φ_x2)(ν): accuracy on all samples",
-                  f"{res['superposition_accuracy']:.2%} ({res['ties']} ties of {res['samples']} samples, broken toward "
-                  "the lowest label)", "100 %", bool(res["superposition_accuracy"] == 1.0)),
+                  f"{n['superposition_accuracy']:.2%} ({n['ties']} ties of {n['samples']} samples, broken toward "
+                  "the lowest label)", "100 %", bool(n["superposition_accuracy"] == 1.0)),
         KeyNumber("trained CBOW: training accuracy at the end", f"{med['acc_end']:.2%}", "100 % (the task is solved by "
                   "superposing order-0 signatures, which the early CBOW computes)", bool(med["acc_end"] == 1.0)),
         KeyNumber(f"Pearson r of the logits (labels 1..N) with the superposition score at the order-0 peak "
@@ -99,15 +94,20 @@ def conclude_minmax(out: Path, paths: dict[str, Path]) -> Outcome:
         KeyNumber("Pearson r of the logits with the occurrence-weighted superposition Σ_i r_{x_i} φ_{x_i}(ν) "
                   "at the order-0 peak / at the end",
                   f"{ms.fmt(med['corr_weighted_peak'])} / {ms.fmt(med['corr_weighted_end'])} (its argmax is right on "
-                  f"{res['weighted_accuracy']:.2%} of the samples)",
+                  f"{n['weighted_accuracy']:.2%} of the samples)",
                   "≥ 0.9 at the peak: the early-time law moves w_α by r_α W_U^T φ^{y;0}_α, so an anchor (in every "
                   "sample) weighs N/2 times a number (SPEC §6.1-6.2)", bool(med["corr_weighted_peak"] >= 0.9)),
     ]
-    paragraph = (
-        f"On minmax (N = {res['N']}) the computed order-0 label signatures equal the closed forms of S72 to "
-        f"{res['closed_form_max_abs_diff']:.1e}. Adding the three tokens' signatures gives a score with peaks of ½ at "
+
+
+def describe(n: dict) -> str:
+    """The paragraph of ``minmax`` from :func:`measure`."""
+    med, first = n["med"], n["members"][0]
+    return (
+        f"On minmax (N = {n['N']}) the computed order-0 label signatures equal the closed forms of S72 to "
+        f"{n['closed_form_max_abs_diff']:.1e}. Adding the three tokens' signatures gives a score with peaks of ½ at "
         f"x1 and x2 on a flat 1/N floor, tilted by the anchor: up for a (max), down for b (min); its argmax is right "
-        f"on {res['superposition_accuracy']:.2%} of the {res['samples']} samples ({res['ties']} ties). "
+        f"on {n['superposition_accuracy']:.2%} of the {n['samples']} samples ({n['ties']} ties). "
         f"A CBOW model trained on the task reaches {med['acc_end']:.2%} training accuracy; its logits correlate "
         f"with the superposition score "
         f"at r = {ms.fmt(med['corr_peak'])} at the order-0 peak (epoch {first['peak_epoch']}) and r = "
@@ -115,13 +115,19 @@ def conclude_minmax(out: Path, paths: dict[str, Path]) -> Outcome:
         f"which is what the early-time law predicts (an anchor occurs in every sample, a number in 2 of N), at "
         f"r = {ms.fmt(med['corr_weighted_peak'])} and {ms.fmt(med['corr_weighted_end'])}."
     )
+
+
+def draw(paths: dict[str, Path], n: dict) -> Figures:
+    """The signatures against their closed forms, two samples' superposition scores, member 0's logits
+    against the score at the order-0 peak and at the end, and the staircase."""
+    run, first = Run(paths[""]), n["members"][0]
     sigs = run.signatures
     score = superposition_scores(run.dataset.X, sigs.tokens, sigs.orders[0])
     logits = {e: snapshot_logits(run, e)[first["member"]][:, sigs.labels]
               for e in (first["peak_epoch"], first["last_epoch"])}
-    figures = {
+    return {
         "signatures.png": ("Order-0 label signatures of a number, anchor a and anchor b: computed (bars) and closed "
-                           "form (line).", minmax_figures.signature_figure(run.path, res["N"])),
+                           "form (line).", minmax_figures.signature_figure(run.path, n["N"])),
         "superposition.png": ("The superposition score of two samples with the same numbers and different anchors; "
                               "the marked argmax is the prediction.",
                               minmax_figures.superposition_figure(run.path, run.dataset)),
@@ -130,17 +136,20 @@ def conclude_minmax(out: Path, paths: dict[str, Path]) -> Outcome:
         "staircase.png": ("Alignment with each signature order (top), loss and accuracy (bottom) over training.",
                           run_figures.staircase_figure(run.path)),
     }
-    return Outcome(keys, paragraph, figures, res)
 
 
-
-register(Recipe(
+register(TrainedRecipe(
     name="minmax", figure="SPEC §8 S72",
     expectation="order-0 signatures = the closed forms; superposition predictor 100 %; trained CBOW learns the task, "
                 "its early logits correlate with the superposition score",
     cpu_time="≈ 15 s",
+    paper=Paper("not a figure (SPEC §8 row S72): order-0 signatures of numbers ≈ ½·1{y=x} + 1/(2N), of a "
+                "(2y−1)/N², of b (2(N−y)+1)/N²; their sum peaks at x1, x2 and the anchor's slope picks the "
+                "right one",
+                f"(c, x1, x2), c ∈ {{a, b}}, x ∈ 1..N; y = max if c = a else min; {SPEC8_SETTINGS}"),
     runs=lambda: {"": RunConfig(recipe="minmax", task=TaskConfig("minmax", {"N": 20}),
                                 model=ModelConfig(d=128, activation="tanh", init=InitConfig(gamma=1.0)),
                                 train=TrainConfig(optimizer="gd", lr=2.0, epochs=1000))},
-    conclude=conclude_minmax,
+    measure=measure, judge=judge, describe=describe, draw=draw,
+    summary=lambda n: {key: value for key, value in n.items() if key != "med"},
 ))

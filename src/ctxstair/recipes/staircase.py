@@ -22,7 +22,15 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.analysis.order_shares import read_order_shares
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import (
+    SPEC8_SETTINGS,
+    Figures,
+    KeyNumber,
+    Paper,
+    TrainedRecipe,
+    members_summary,
+    register,
+)
 from ctxstair.report import measures as ms
 from ctxstair.report import run_figures
 
@@ -33,7 +41,8 @@ def _config(name: str, task: str, activation: str, optimizer: str, lr: float, ep
                      train=TrainConfig(optimizer=optimizer, lr=lr, epochs=epochs))
 
 
-def _figures(run: Path, early: int, late: int) -> dict:
+def _figures(run: Path, early: int, late: int) -> Figures:
+    """The staircase, Fourier, geometry and PCA figures of one run, the geometry early and late."""
     return {
         "staircase.png": ("The staircase plot: alignment with each signature order (top) and loss/accuracy "
                           "(bottom) over training.", run_figures.staircase_figure(run)),
@@ -47,7 +56,9 @@ def _figures(run: Path, early: int, late: int) -> dict:
 
 
 def member_add_numbers(run: Path, m: int) -> dict:
-    """The staircase numbers of one member of an ``add`` run: order-0 peak, probe, odd/even split."""
+    """The staircase numbers of one member of an ``add`` run: the order-0 peak
+    (:func:`~ctxstair.report.measures.order0_peak`), the probes at the end, the odd/even split, the
+    best frequency and the accuracy."""
     table = rundir.read_alignment(run)
     epochs, r0 = rundir.alignment_series(table, "order0", m)
     _, probe = rundir.alignment_series(table, "order1_probe", m)
@@ -56,25 +67,35 @@ def member_add_numbers(run: Path, m: int) -> dict:
     _, half = rundir.alignment_series(table, f"fourier_k{ks.max()}", m)
     loss_epochs, loss = ms.metric_series(run, m, "loss")
     acc_epochs, acc = ms.metric_series(run, m, "acc")
-    halfway = (loss[0] + loss[-1]) / 2
-    before_halfway = np.array([ms.value_at(loss_epochs, loss, e) > halfway for e in epochs])
-    peak = int(np.nanargmax(np.where(before_halfway, r0, -np.inf)))
+    peak = ms.order0_peak(run, m, table)
     k_star, r_star = ms.best_frequency(*ms.fourier_profile(run, m, int(epochs[-1])))
     return dict(peak=float(r0[peak]), peak_epoch=int(epochs[peak]),
                 peak_loss=ms.value_at(loss_epochs, loss, epochs[peak]),
-                halfway=float(halfway), end=float(r0[-1]), probe_end=float(probe[-1]), probe0_end=float(probe0[-1]),
-                acc_end=float(acc[-1]), acc_full=ms.first_epoch(acc_epochs, acc >= 1.0),
+                halfway=ms.halfway_loss(loss), end=float(r0[-1]), probe_end=float(probe[-1]),
+                probe0_end=float(probe0[-1]),
+                acc_end=float(acc[-1]), acc_full=ms.learned_epoch(acc_epochs, acc, 1.0),
                 k_half=int(ks.max()), half_at_peak=float(half[peak]), half_end=float(half[-1]),
                 k_star=k_star, r_star=r_star, last_epoch=int(epochs[-1]))
 
 
-def conclude_add(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``staircase-add``, from its run directory."""
+#: The odd/even alignment must rise by this much from the order-0 peak to the end (F1's late split).
+SPLIT_RISE = 0.1
+
+
+def measure_add(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``staircase-add``: per member (``per``), their medians (``med``), member 0
+    (``first``), the odd/even split's rise and the order shares of ``theory.csv`` (None without it)."""
     run = paths[""]
     per = [member_add_numbers(run, m) for m in ms.members(run)]
-    med = {key: ms.median([p[key] for p in per]) for key in per[0] if key not in ("acc_full",)}
+    med = ms.medians(per, [key for key in per[0] if key not in ("acc_full",)])
     first = per[0]
-    split_rise = med["half_end"] - med["half_at_peak"]
+    return dict(per=per, med=med, first=first, split_rise=med["half_end"] - med["half_at_peak"],
+                shares=order_shares(run, first["peak_epoch"], first["last_epoch"]))
+
+
+def judge_add(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``staircase-add`` from :func:`measure_add`."""
+    med, first = n["med"], n["first"]
     keys = [
         KeyNumber("order-0 Pearson at its early peak",
                   f"{ms.fmt(med['peak'])} at epoch {first['peak_epoch']} (loss {ms.fmt(first['peak_loss'], 2)}; "
@@ -91,59 +112,86 @@ def conclude_add(out: Path, paths: dict[str, Path]) -> Outcome:
                   "100 %", bool(med["acc_end"] >= 1.0)),
         KeyNumber(f"odd/even split: alignment with order 1 via c_k, k = N/2 = {first['k_half']}",
                   f"{ms.fmt(med['half_at_peak'])} at the order-0 peak → {ms.fmt(med['half_end'])} at the end",
-                  "rises by ≥ 0.1 as the task is learned (late odd/even split, SPEC §8 F1/F3)",
-                  bool(split_rise >= 0.1)),
+                  f"rises by ≥ {SPLIT_RISE:g} as the task is learned (late odd/even split, SPEC §8 F1/F3)",
+                  bool(n["split_rise"] >= SPLIT_RISE)),
         KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {ms.fmt(first['r_star'])})",
                   "the paper saw k = 20 late at N = 40", None),
     ]
-    shares_keys, shares_text = _order_share_numbers(run, first["peak_epoch"], first["last_epoch"])
-    keys += shares_keys
-    paragraph = (
+    return keys + ([] if n["shares"] is None else judge_shares(n["shares"]))
+
+
+def describe_add(n: dict) -> str:
+    """The paragraph of ``staircase-add`` from :func:`measure_add`."""
+    med, first = n["med"], n["first"]
+    return (
         f"Trained from small initialization (γ = 1), the embeddings first line up with the order-0 label signature: "
         f"the order-0 Pearson correlation peaks at {ms.fmt(med['peak'])} around epoch {first['peak_epoch']}, while the "
         f"loss is still above halfway. As the task is learned (accuracy {ms.fmt(med['acc_end'])} at the end) the "
         f"order-0 alignment falls to {ms.fmt(med['end'])} and the held-out order-1 probe stays higher "
         f"({ms.fmt(med['probe_end'])}): order-1 structure takes over. The alignment through the k = N/2 (odd/even) "
         f"cosine probe goes from {ms.fmt(med['half_at_peak'])} to {ms.fmt(med['half_end'])}: "
-        + ("an odd/even component forms late." if split_rise >= 0.1 else "no clear odd/even split forms.")
-        + shares_text
+        + ("an odd/even component forms late." if n["split_rise"] >= SPLIT_RISE else "no clear odd/even split forms.")
+        + ("" if n["shares"] is None else describe_shares(n["shares"]))
     )
-    figures = _figures(run, first["peak_epoch"], first["last_epoch"])
-    if (run / "theory.csv").is_file():
+
+
+def draw_add(paths: dict[str, Path], n: dict) -> Figures:
+    """The figures of ``staircase-add``; the order shares when ``theory.csv`` was written."""
+    run = paths[""]
+    figures = _figures(run, n["first"]["peak_epoch"], n["first"]["last_epoch"])
+    if n["shares"] is not None:
         figures["order_shares.png"] = ("The staircase in gradient space: each order's share of the label-driven "
                                        "gradient and its cosine with the actual update.",
                                        run_figures.order_shares_figure(run))
-    return Outcome(keys, paragraph, figures, {"members": per})
+    return figures
 
 
-def _order_share_numbers(run: Path, early: int, late: int) -> tuple[list[KeyNumber], str]:
-    """Key numbers of ``theory.csv`` (member 0): which order's term points along the actual update
-    early (at the order-0 peak) and late, and whether order 1's share grows (SPEC §6.1)."""
+def order_shares(run: Path, early: int, late: int) -> dict | None:
+    """The numbers of ``theory.csv`` (member 0; SPEC §6.1), None when the run has none: the cosine of
+    the order-0 and order-1 terms with the actual update (``cos[epoch, order]``) and order 1's share
+    of the label-driven gradient norm at epochs ``early`` (the order-0 peak) and ``late``, and the
+    decomposition's largest relative residual."""
     if not (run / "theory.csv").is_file():
-        return [], ""
+        return None
     table = read_order_shares(run)
 
     def at(epoch: int, order: int, column: str) -> float:
         rows = (table["member"] == 0) & (table["epoch"] == epoch) & (table["order"] == order)
         return float(table[column][rows][0])
 
-    cos = {(e, m): at(e, m, "cosine_with_update") for e in (early, late) for m in (0, 1)}
-    share_early, share_late = at(early, 1, "share"), at(late, 1, "share")
-    keys = [
+    return dict(early=early, late=late, cos={(e, m): at(e, m, "cosine_with_update") for e in (early, late)
+                                             for m in (0, 1)},
+                share_early=at(early, 1, "share"), share_late=at(late, 1, "share"),
+                residual=float(table["relative_residual"].max()))
+
+
+def judge_shares(s: dict) -> list[KeyNumber]:
+    """Which order's term points along the actual update early and late, and whether order 1's share
+    grows, from :func:`order_shares`."""
+    early, late, cos = s["early"], s["late"], s["cos"]
+    return [
         KeyNumber(f"cosine of the order-0 / order-1 term with the actual update at epoch {early}",
                   f"{ms.fmt(cos[early, 0])} / {ms.fmt(cos[early, 1])}", "order 0 drives the embeddings first",
                   cos[early, 0] > cos[early, 1]),
         KeyNumber(f"cosine of the order-0 / order-1 term with the actual update at epoch {late}",
                   f"{ms.fmt(cos[late, 0])} / {ms.fmt(cos[late, 1])}", "order 1 drives them late",
                   cos[late, 1] > cos[late, 0]),
-        KeyNumber("order-1 share of the label-driven gradient norm", f"{ms.fmt(share_early)} at epoch {early} → "
-                  f"{ms.fmt(share_late)} at epoch {late} (decomposition residual ≤ "
-                  f"{ms.fmt(float(table['relative_residual'].max()), 2)})", "grows later", share_late > share_early),
+        KeyNumber("order-1 share of the label-driven gradient norm", f"{ms.fmt(s['share_early'])} at epoch {early} → "
+                  f"{ms.fmt(s['share_late'])} at epoch {late} (decomposition residual ≤ "
+                  f"{ms.fmt(s['residual'], 2)})", "grows later", s["share_late"] > s["share_early"]),
     ]
-    text = (f" In gradient space the order-0 term points along the actual update early (cosine {ms.fmt(cos[early, 0])} "
+
+
+def describe_shares(s: dict) -> str:
+    """The paragraph's sentence on the order shares, from :func:`order_shares`."""
+    early, late, cos = s["early"], s["late"], s["cos"]
+    return (f" In gradient space the order-0 term points along the actual update early (cosine {ms.fmt(cos[early, 0])} "
             f"vs {ms.fmt(cos[early, 1])} for order 1 at epoch {early}) and the order-1 term late "
             f"({ms.fmt(cos[late, 1])} vs {ms.fmt(cos[late, 0])} at epoch {late}).")
-    return keys, text
+
+
+#: Order-0 1 − MSE at which the embeddings count as collinear.
+COLLINEAR = 0.9
 
 
 def member_mod_numbers(run: Path, m: int) -> dict:
@@ -154,9 +202,9 @@ def member_mod_numbers(run: Path, m: int) -> dict:
     defined = table["defined"][(table["signature"] == "order0") & (table["member"] == m)]
     _, probe = rundir.alignment_series(table, "order1_probe", m)
     acc_epochs, acc = ms.metric_series(run, m, "acc")
-    chance = 1.0 / len(rundir.read_signatures(run).labels)
+    chance = ms.chance_accuracy(run)
     plateau_end = ms.first_epoch(acc_epochs, acc > 2 * chance)
-    learned = ms.first_epoch(acc_epochs, acc >= 0.95)
+    learned = ms.learned_epoch(acc_epochs, acc)
     in_plateau = epochs < (plateau_end if plateau_end is not None else epochs[-1] + 1)
     early_mse = float(np.nanmax(np.where(in_plateau, one_minus_mse, -np.inf))) if in_plateau.any() else float("nan")
     k_star, r_star = ms.best_frequency(*ms.fourier_profile(run, m, int(epochs[-1])))
@@ -165,59 +213,77 @@ def member_mod_numbers(run: Path, m: int) -> dict:
                 early_epoch=int(epochs[in_plateau][-1]) if in_plateau.any() else 0, last_epoch=int(epochs[-1]))
 
 
-def conclude_mod(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figures of ``staircase-mod``, from its run directory."""
+def measure_mod(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``staircase-mod``: per member (``per``), member 0 (``first``), the medians of the
+    plateau's 1 − MSE (``early_mse``) and of the final probe (``probe_end``)."""
     run = paths[""]
     per = [member_mod_numbers(run, m) for m in ms.members(run)]
-    first = per[0]
-    early_mse = ms.median([p["early_mse"] for p in per])
+    return dict(per=per, first=per[0], early_mse=ms.median([p["early_mse"] for p in per]),
+                probe_end=ms.median([p["probe_end"] for p in per]))
+
+
+def judge_mod(n: dict) -> list[KeyNumber]:
+    """The key numbers of ``staircase-mod`` from :func:`measure_mod`."""
+    per, first, early_mse = n["per"], n["first"], n["early_mse"]
     plateau = [p["plateau_end"] for p in per]
-    learned = [p["learned"] for p in per]
-    all_learned = all(x is not None for x in learned)
-    keys = [
-        KeyNumber("order-0 alignment", "undefined at every snapshot" if not any(p["any_defined"] for p in per)
-                  else "defined at some snapshot", "undefined (all order-0 signatures are equal)",
-                  not any(p["any_defined"] for p in per)),
+    undefined = not any(p["any_defined"] for p in per)
+    return [
+        KeyNumber("order-0 alignment", "undefined at every snapshot" if undefined else "defined at some snapshot",
+                  "undefined (all order-0 signatures are equal)", undefined),
         KeyNumber("order-0 1 − MSE during the plateau (max)", ms.fmt(early_mse),
-                  "≈ 1 (embeddings collinear early); met if ≥ 0.9", bool(early_mse >= 0.9)),
+                  f"≈ 1 (embeddings collinear early); met if ≥ {COLLINEAR:g}", bool(early_mse >= COLLINEAR)),
         KeyNumber("end of the plateau: first epoch with accuracy > 2 × chance",
                   f"epoch {first['plateau_end']} (chance = {ms.fmt(first['chance'])})",
                   "a long plateau near chance before learning", bool(all(p is not None and p >= 20 for p in plateau))),
         KeyNumber("first epoch with training accuracy ≥ 95 %", str(first["learned"]), "the task is learned",
-                  all_learned),
+                  all(p["learned"] is not None for p in per)),
         KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {ms.fmt(first['r_star'])})",
                   "a non-zero frequency with r ≥ 0.3 (the paper saw k = 19 at N = 40)",
                   bool(all(p["r_star"] >= 0.3 for p in per))),
-        KeyNumber("held-out order-1 probe at the end", ms.fmt(ms.median([p["probe_end"] for p in per])),
-                  "order-1 structure late", None),
+        KeyNumber("held-out order-1 probe at the end", ms.fmt(n["probe_end"]), "order-1 structure late", None),
     ]
-    paragraph = (
+
+
+def describe_mod(n: dict) -> str:
+    """The paragraph of ``staircase-mod`` from :func:`measure_mod`."""
+    first, early_mse = n["first"], n["early_mse"]
+    return (
         f"Every token of `mod` has the same order-0 label signature, so the order-0 correlation is undefined and "
         f"1 − MSE is read instead: it reaches {ms.fmt(early_mse)} during the plateau"
-        + (", so the embeddings are nearly collinear and carry no token identity. " if early_mse >= 0.9
+        + (", so the embeddings are nearly collinear and carry no token identity. " if early_mse >= COLLINEAR
            else ", so the embeddings do not become collinear. ")
         + f"Accuracy stays near chance until about epoch {first['plateau_end']}, "
         f"then the task is learned (≥ 95 % at epoch {first['learned']}). The late geometry is best matched by the "
         f"Fourier frequency k = {first['k_star']} (r = {ms.fmt(first['r_star'])}), a ring over the tokens."
     )
-    return Outcome(keys, paragraph, _figures(run, max(first["early_epoch"], 1), first["last_epoch"]), {"members": per})
 
 
-register(Recipe(
+def draw_mod(paths: dict[str, Path], n: dict) -> Figures:
+    """The figures of ``staircase-mod``: early is the plateau's last snapshot."""
+    return _figures(paths[""], max(n["first"]["early_epoch"], 1), n["first"]["last_epoch"])
+
+
+register(TrainedRecipe(
     name="staircase-add", figure="SPEC §8 F3 (F1)",
     expectation="order-0 Pearson ≈ 1 early, then lower; held-out order-1 probe above it late; "
                 "odd/even split late (k = N/2)",
     cpu_time="≈ 30 s",
+    paper=Paper("ρ_(0) ≈ 1 early, then drops; the order-1 probe better later; Fourier: low k early, "
+                "k = 20 late (F1: odd/even split)",
+                f"F_add, N = 40, 1200 epochs, snapshots early and late; {SPEC8_SETTINGS}"),
     runs=lambda: {"": _config("staircase-add", "add", "relu", "gd", 2.0, 3000)},
-    conclude=conclude_add,
     analyses=("alignment", "order_shares"),
+    measure=measure_add, judge=judge_add, describe=describe_add, draw=draw_add, summary=members_summary,
 ))
 
-register(Recipe(
+register(TrainedRecipe(
     name="staircase-mod", figure="SPEC §8 F3",
     expectation="order 0 undefined, embeddings collinear (1 − MSE ≈ 1) on a chance-level plateau; then learned; "
                 "ring at k = 19",
     cpu_time="≈ 6 s",
+    paper=Paper("all φ^(y;0) equal: embeddings collinear and the task not learned early; a mod-19 ring "
+                "late (1 → 20 → 39), task frequency k = 19",
+                f"F_mod = (x1 + x2 + 1) mod N, N = 40, 1200 epochs, snapshots early and late; {SPEC8_SETTINGS}"),
     runs=lambda: {"": _config("staircase-mod", "mod", "tanh", "adam", 1e-2, 1000)},
-    conclude=conclude_mod,
+    measure=measure_mod, judge=judge_mod, describe=describe_mod, draw=draw_mod, summary=members_summary,
 ))

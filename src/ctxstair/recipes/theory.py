@@ -35,7 +35,7 @@ import numpy as np
 from ctxstair import rundir, tasks
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
-from ctxstair.recipes.base import KeyNumber, Outcome, Recipe, register
+from ctxstair.recipes.base import ComputedRecipe, Figures, KeyNumber, Paper, register
 from ctxstair.report import measures as ms
 from ctxstair.report import scaling_figures
 from ctxstair.theory import fit_order_slopes, init_order_mean_squares, label_max_order, order_rms_ratios
@@ -115,14 +115,20 @@ def read_scaling(out: Path) -> tuple[list[float], list[int], np.ndarray]:
     return gammas, widths, table
 
 
-def conclude_scaling(out: Path, paths: dict[str, Path]) -> Outcome:
-    """The key numbers, paragraph and figure of ``init-scaling``, from ``init_scaling.csv``."""
+def measure(out: Path, paths: dict[str, Path]) -> dict:
+    """The numbers of ``init-scaling`` from ``recipe.json`` and ``init_scaling.csv``: the parameters,
+    γ's, widths and mean squares, the RMS ratios (G, D, M+1) and the slope fits per γ (``fits``)."""
     params = rundir.read_json(out, "recipe.json")["params"]
     gammas, widths, mean_squares = read_scaling(out)
     ratios = order_rms_ratios(mean_squares)  # (G, D, M+1)
-    fits = {g: fit_order_slopes(widths, ratios[i], g, params["coeffs"]) for i, g in enumerate(gammas)}
+    return dict(params=params, gammas=gammas, widths=widths, seeds=mean_squares.shape[2], ratios=ratios,
+                fits={g: fit_order_slopes(widths, ratios[i], g, params["coeffs"]) for i, g in enumerate(gammas)})
+
+
+def judge(n: dict) -> list[KeyNumber]:
+    """One key number per (γ, order): the slope against its prediction, judged for γ ≥ JUDGED_GAMMA."""
     keys = []
-    for g, per_order in fits.items():
+    for g, per_order in n["fits"].items():
         for f in per_order:
             met = bool(f.within(TOLERANCE)) if g >= JUDGED_GAMMA and np.isfinite(f.slope) else None
             rule = "−mγ" if np.isclose(f.predicted, -f.order * g) else "−(k_m − k_0)γ, leading degrees of σ"
@@ -131,29 +137,47 @@ def conclude_scaling(out: Path, paths: dict[str, Path]) -> Outcome:
                 f"{ms.fmt(f.slope)} (95 % CI {ms.fmt(f.ci_low)} … {ms.fmt(f.ci_high)})",
                 f"{rule} = {ms.fmt(f.predicted, 2)}, within ±{TOLERANCE:g}"
                 + ("" if g >= JUDGED_GAMMA else f" (not judged below γ = {JUDGED_GAMMA:g})"), met))
+    return keys
+
+
+def describe(n: dict) -> str:
+    """The paragraph of ``init-scaling`` from :func:`measure`."""
+    params = n["params"]
     task = ", ".join(f"{k[5:]} = {v}" for k, v in params.items() if k.startswith("task."))
     sigma = " + ".join(f"{c:g}·z^{k}" for k, c in enumerate(params["coeffs"], 1) if c)
-    paragraph = (
+    return (
         f"At initialization (no training) the label-driven flow of each token of {params['task']} ({task}) is split "
-        f"into signature orders for σ(z) = {sigma}, over {mean_squares.shape[2]} seeds per width d ∈ {widths} and "
-        f"γ ∈ {gammas}. The order-m share shrinks like a power of d: "
+        f"into signature orders for σ(z) = {sigma}, over {n['seeds']} seeds per width d ∈ {n['widths']} and "
+        f"γ ∈ {n['gammas']}. The order-m share shrinks like a power of d: "
         + "; ".join(f"γ = {g:g}: " + ", ".join(f"m = {f.order} slope {ms.fmt(f.slope, 2)} vs {ms.fmt(f.predicted, 2)}"
-                                             for f in per_order) for g, per_order in fits.items())
+                                             for f in per_order) for g, per_order in n["fits"].items())
         + ". Low orders dominate at initialization, the more so the smaller the initialization (larger γ)."
     )
-    summary = {"params": params, "widths": widths, "gammas": gammas, "rms_ratio": ratios,
-               "fits": [asdict(f) for per_order in fits.values() for f in per_order]}
-    figure = ("RMS of the order-m label-driven term over the order-0 term at initialization against the width d "
-              "(log–log), one colour per γ; solid: least-squares fit, dashed: the predicted slope "
-              "(−mγ for this σ) through the same centre.", scaling_figures.scaling_figure(widths, gammas, ratios, fits))
-    return Outcome(keys, paragraph, {"init_scaling.png": figure}, summary)
 
 
+def draw(paths: dict[str, Path], n: dict) -> Figures:
+    """The RMS ratios against the width with their fits and predictions."""
+    return {"init_scaling.png": (
+        "RMS of the order-m label-driven term over the order-0 term at initialization against the width d "
+        "(log–log), one colour per γ; solid: least-squares fit, dashed: the predicted slope "
+        "(−mγ for this σ) through the same centre.",
+        scaling_figures.scaling_figure(n["widths"], n["gammas"], n["ratios"], n["fits"]))}
 
-register(Recipe(
+
+def summarise(n: dict) -> dict:
+    """``summary.json`` of ``init-scaling``: the parameters, widths, γ's, RMS ratios and every fit."""
+    return {"params": n["params"], "widths": n["widths"], "gammas": n["gammas"], "rms_ratio": n["ratios"],
+            "fits": [asdict(f) for per_order in n["fits"].values() for f in per_order]}
+
+
+register(ComputedRecipe(
     name="init-scaling", figure="SPEC §8 (§6.2)",
     expectation="slope of log(RMS_m / RMS_0) against log d at initialization ≈ −mγ "
                 "(m = 1, 2; within ±0.1 for γ ≥ 0.8)",
     cpu_time="≈ 3 s",
-    runs=dict, conclude=conclude_scaling, params=scaling_params, compute=compute_scaling,
+    paper=Paper("not a paper figure (SPEC §8's derived check of §6.2): the slope of log(order-m RMS / "
+                "order-0 RMS) against log d at initialization ≈ −mγ",
+                "not stated: a computation at initialization"),
+    params=scaling_params, compute=compute_scaling,
+    measure=measure, judge=judge, describe=describe, draw=draw, summary=summarise,
 ))

@@ -1,8 +1,25 @@
 """Numbers read off a run directory for recipe reports (SPEC §3, §8): series per member, peaks,
-onsets. Every function reads files only, so reports can be rebuilt from the run directory."""
+onsets. Every function reads files only, so reports can be rebuilt from the run directory.
+
+The named measures the recipes share are defined here, once:
+
+* the **order-0 peak** (:func:`order0_peak`): the largest order-0 Pearson among the snapshots taken
+  while the loss is still above halfway from its start to its end (:func:`halfway_loss`) — the
+  early peak of SPEC §8 F3, not the global maximum (a sweep's ``order0_max``,
+  :mod:`ctxstair.sweep.cells`);
+* the **collinear phase** (:func:`collinear_phase`): where the order-0 1 − MSE peaks, on a task
+  whose order-0 signatures are all equal (SPEC §3), and the order-1 probe there
+  (:func:`collinear_phase_probe`, :func:`probe_rise`);
+* the **learning onset** (:func:`learned_epoch`): the first epoch with training accuracy
+  ≥ :data:`LEARNED_ACC`, and the median onset over seeds (:func:`median_onset`);
+* **chance** (:func:`chance_accuracy`): one over the number of labels that occur;
+* the best Fourier frequency (:func:`best_frequency`) and the medians over members (:func:`median`,
+  :func:`medians`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +47,44 @@ def first_epoch(epochs: np.ndarray, condition: np.ndarray) -> int | None:
     """First epoch where ``condition`` holds, or None."""
     hit = np.flatnonzero(condition)
     return int(epochs[hit[0]]) if hit.size else None
+
+
+#: Training accuracy at which a task counts as learned (SPEC §8 F9's onset; "≥ 95 %" in the reports).
+LEARNED_ACC = 0.95
+
+
+def learned_epoch(epochs: np.ndarray, acc: np.ndarray, threshold: float = LEARNED_ACC) -> int | None:
+    """The learning onset: first epoch with training accuracy ``acc`` ≥ ``threshold`` (``epochs``
+    and ``acc`` (E,) from :func:`metric_series`), or None if it never gets there."""
+    return first_epoch(epochs, acc >= threshold)
+
+
+def median_onset(onsets: list[int | None]) -> float:
+    """Median of learning onsets over seeds, a seed that never learned (None) counting as infinitely late."""
+    return float(np.median([np.inf if onset is None else onset for onset in onsets]))
+
+
+def chance_accuracy(run_dir: Path) -> float:
+    """Accuracy of a uniform guess among the labels that occur in the run's data (``signatures.npz``)."""
+    return 1.0 / len(rundir.read_signatures(run_dir).labels)
+
+
+def halfway_loss(loss: np.ndarray) -> float:
+    """The loss halfway from its start to its end: ``(loss[0] + loss[-1]) / 2`` of ``loss`` (E,) in epoch order."""
+    return float((loss[0] + loss[-1]) / 2)
+
+
+def order0_peak(run_dir: Path, member: int, table: dict | None = None) -> int:
+    """The order-0 peak of one member (SPEC §8 F3, "ρ_(0) ≈ 1 early"): the index, among the snapshots
+    of its order-0 series (:func:`ctxstair.rundir.alignment_series`), of the largest order-0 Pearson
+    taken while the loss is still above :func:`halfway_loss`. ``table``: the run's
+    :func:`ctxstair.rundir.read_alignment`, when read already."""
+    table = rundir.read_alignment(run_dir) if table is None else table
+    epochs, r0 = rundir.alignment_series(table, "order0", member)
+    loss_epochs, loss = metric_series(run_dir, member, "loss")
+    halfway = halfway_loss(loss)
+    before_halfway = np.array([value_at(loss_epochs, loss, e) > halfway for e in epochs])
+    return int(np.nanargmax(np.where(before_halfway, r0, -np.inf)))
 
 
 def member_seeds(run_dir: Path) -> list[int]:
@@ -64,25 +119,39 @@ def median(values: list[float]) -> float:
     return float(np.nanmedian(values)) if len(values) else float("nan")
 
 
+def medians(per_member: list[dict], keys: Iterable[str]) -> dict[str, float]:
+    """Key -> :func:`median` over the members' dicts ``per_member`` of each of ``keys``."""
+    return {key: median([p[key] for p in per_member]) for key in keys}
+
+
 def fmt(x: float | None, digits: int = 3) -> str:
     """A number for a report ('n/a' for None or NaN)."""
     return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+def fmt_epochs(values: list[int | None]) -> str:
+    """Epochs for a report, one per member, 'never' for None."""
+    return ", ".join("never" if v is None else str(v) for v in values)
 
 
 #: Fewest seeds over which a number in a chaotic regime is judged (docs/reliability.md, "Audit").
 MIN_SEEDS = 3
 
 
-def collinear_phase_probe(table: dict, member: int) -> dict:
-    """The order-1 probe of one member at its collinear phase and at the end (SPEC §3, §8 F5a/F8a).
+def collinear_phase(one_minus_mse: np.ndarray) -> int:
+    """The collinear phase of a task whose order-0 signatures are all equal (``mod``; SPEC §3): the
+    index of the snapshot where the order-0 1 − MSE (S,) peaks (1: the embeddings are collinear)."""
+    return int(np.nanargmax(one_minus_mse))
 
-    For a task whose order-0 signatures are all equal (``mod``) the collinear phase is the snapshot
-    where order-0 1 − MSE peaks. Returns ``collinear`` (that peak), ``collinear_epoch``,
+
+def collinear_phase_probe(table: dict, member: int) -> dict:
+    """The order-1 probe of one member at its collinear phase (:func:`collinear_phase`) and at the end
+    (SPEC §3, §8 F5a/F8a). Returns ``collinear`` (that peak), ``collinear_epoch``,
     ``probe_collinear`` and ``probe_end`` (the held-out order-1 probe there and at the last snapshot),
     and ``last_epoch``; ``table`` is the run's :func:`ctxstair.rundir.read_alignment`."""
     epochs, one_minus_mse = rundir.alignment_series(table, "order0", member, "one_minus_mse")
     _, probe = rundir.alignment_series(table, "order1_probe", member)
-    peak = int(np.nanargmax(one_minus_mse))
+    peak = collinear_phase(one_minus_mse)
     return dict(collinear=float(one_minus_mse[peak]), collinear_epoch=int(epochs[peak]),
                 probe_collinear=float(probe[peak]), probe_end=float(probe[-1]), last_epoch=int(epochs[-1]))
 

@@ -20,10 +20,10 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 #: (file, title, [(column, label, log colour scale)]) of each figure; alignment figures need analysis.
 _EPOCH_FIGURE = ("phase_epochs.png", "When the staircase steps happen",
-                 [("order0_peak_epoch", "epoch of the order-0 peak", True),
+                 [("order0_max_epoch", "epoch of the order-0 maximum", True),
                   ("takeover_epoch", "epoch of the order-1 takeover", True)])
 _ALIGNMENT_FIGURE = ("phase_alignment.png", "How far the embeddings align",
-                     [("order0_peak", "order-0 Pearson at its peak", False),
+                     [("order0_max", "order-0 Pearson at its maximum", False),
                       ("order1_probe_zero_mean_end", "zero-mean order-1 probe at the end (held-out)", False)])
 _TRAINING_FIGURE = ("phase_training.png", "Whether and when the task is learned",
                     [("acc100_epoch", "first epoch at 100 % training accuracy", True),

@@ -6,10 +6,12 @@ a recipe output directory that ``ctxstair report`` reads like any other.
 
 The numbers of each member (:func:`member_numbers`, one row of ``sweep.csv``), from its files alone:
 
-* ``order0_peak``, ``order0_peak_epoch`` — the largest order-0 Pearson over the snapshots and its
-  epoch (SPEC §3; the global maximum, not restricted to the loss plateau as in ``staircase-add``);
+* ``order0_max``, ``order0_max_epoch`` — the largest order-0 Pearson over the snapshots and its
+  epoch (SPEC §3): the global maximum, and so not the order-0 *peak* of the recipes' reports
+  (:func:`ctxstair.report.measures.order0_peak`, the largest before the loss has fallen halfway);
+  on ``staircase-add`` at its defaults the two coincide;
 * ``order0_end``, ``order1_probe_end``, ``order1_probe_zero_mean_end`` — the last snapshot's values;
-* ``takeover_epoch`` — the first snapshot epoch at or after the order-0 peak at which the zero-mean
+* ``takeover_epoch`` — the first snapshot epoch at or after the order-0 maximum at which the zero-mean
   order-1 probe (what order 1 adds beyond order 0) explains the embedding geometry better than the
   order-0 signature does (held-out Pearson above the order-0 Pearson); empty if it never does;
 * ``loss_end``, ``acc_end``, ``acc100_epoch`` (first epoch at 100 % training accuracy, or empty).
@@ -37,7 +39,7 @@ from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
 #: Columns of one member's numbers, in ``sweep.csv`` order.
-NUMBER_COLUMNS = ("order0_peak", "order0_peak_epoch", "order0_end", "order1_probe_end",
+NUMBER_COLUMNS = ("order0_max", "order0_max_epoch", "order0_end", "order1_probe_end",
                   "order1_probe_zero_mean_end", "takeover_epoch", "loss_end", "acc_end", "acc100_epoch")
 #: Columns of a language-model cell's numbers, in ``sweep.csv`` order.
 LM_NUMBER_COLUMNS = ms.RHO_NEXT_NUMBERS + ("train_seconds",)
@@ -105,24 +107,29 @@ def member_rows(cell_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def language_model_cell(cell_dir: Path) -> bool:
+    """Whether a trained cell's runs are language models (one row per cell of the course of ρ_next)."""
+    return any(rundir.directory_kind(run) == rundir.LM_RUN for run in run_directories(cell_dir).values())
+
+
 def member_numbers(run: Path, member: int, alignment: dict[str, np.ndarray] | None) -> dict[str, Any]:
     """The numbers of one member (module docstring); ``alignment`` is the run's ``read_alignment``
     table, or None when the run was not analysed."""
     epochs, loss = ms.metric_series(run, member, "loss")
     _, acc = ms.metric_series(run, member, "acc")
     numbers: dict[str, Any] = dict.fromkeys(NUMBER_COLUMNS)
-    numbers.update(loss_end=float(loss[-1]), acc_end=float(acc[-1]), acc100_epoch=ms.first_epoch(epochs, acc >= 1.0))
+    numbers.update(loss_end=float(loss[-1]), acc_end=float(acc[-1]), acc100_epoch=ms.learned_epoch(epochs, acc, 1.0))
     if alignment is None or not np.any(alignment["signature"] == "order0"):
         return numbers
     snap, r0 = rundir.alignment_series(alignment, "order0", member)
     if np.all(np.isnan(r0)):
         return numbers
-    peak = int(np.nanargmax(r0))
-    numbers.update(order0_peak=float(r0[peak]), order0_peak_epoch=int(snap[peak]), order0_end=float(r0[-1]))
+    top = int(np.nanargmax(r0))
+    numbers.update(order0_max=float(r0[top]), order0_max_epoch=int(snap[top]), order0_end=float(r0[-1]))
     if np.any(alignment["signature"] == "order1_probe_zero_mean"):
         _, probe = rundir.alignment_series(alignment, "order1_probe", member)
         _, probe0 = rundir.alignment_series(alignment, "order1_probe_zero_mean", member)
-        after = np.arange(len(snap)) >= peak
+        after = np.arange(len(snap)) >= top
         numbers.update(order1_probe_end=float(probe[-1]), order1_probe_zero_mean_end=float(probe0[-1]),
                        takeover_epoch=ms.first_epoch(snap, after & (probe0 > r0)))
     return numbers

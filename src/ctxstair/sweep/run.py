@@ -38,7 +38,7 @@ from ctxstair.report import measures as ms
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
 from ctxstair.sweep.backends import import_ray, run_local, run_ray, unpack_cell
-from ctxstair.sweep.cells import CellJob, default_threads, member_rows
+from ctxstair.sweep.cells import CellJob, default_threads, language_model_cell, member_rows
 from ctxstair.sweep.grid import Cell, grid_cells
 
 BACKENDS = ("local", "ray")
@@ -57,13 +57,10 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     ``resume``/``force``, a ``resume`` with a different sweep, or ``backend="ray"`` without Ray."""
     overrides = dict(overrides or {})
     recipe_obj = recipes.get(recipe)
-    if not _sweepable(recipe_obj):
-        sweepable = ", ".join(r.name for r in recipes.all_recipes() if _sweepable(r))
+    if not recipe_obj.sweepable:
+        sweepable = ", ".join(r.name for r in recipes.all_recipes() if r.sweepable)
         raise InputError(f"recipe {recipe!r} trains no runs of its own (it computes), so it cannot be swept; "
                          f"sweep one of: {sweepable}")
-    if recipe_obj.trainer is not None and seeds is not None:
-        raise InputError(f"recipe {recipe!r} trains one model per cell: --seeds is not available "
-                         "(sweep train.seed instead)")
     if backend not in BACKENDS:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers < 1:
@@ -75,8 +72,7 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     if len({c.name for c in cells}) != len(cells):
         raise InputError("two grid cells get the same directory name; use values that differ in letters or digits")
     for cell in cells:
-        for cfg in _cell_configs(recipe_obj, _with_analysis(recipe_obj, {**overrides, **cell.overrides}, analysis),
-                                 seeds):
+        for cfg in recipe_obj.cell_configs({**overrides, **cell.overrides}, seeds, analysis):
             resolve_device(cfg.train.device)
     if backend == "ray":
         import_ray()
@@ -87,11 +83,11 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     _prepare(out, spec, resume, force)
     todo = [c for c in cells if not (out / "cells" / c.name).is_dir()]
     workers = min(workers or os.cpu_count() or 1, max(1, len(todo)))
-    # A trainer recipe (a language model) is always reported; without analysis it measures nothing.
-    own_trainer = recipe_obj.trainer is not None
-    jobs = [CellJob(recipe, _with_analysis(recipe_obj, {**overrides, **c.overrides}, analysis) if own_trainer
-                    else {**overrides, **c.overrides}, seeds, analysis or own_trainer, str(_partial(out, c)),
-                    default_threads(workers)) for c in todo]
+    jobs = []
+    for c in todo:
+        cell_overrides, cell_analysis = recipe_obj.cell_run({**overrides, **c.overrides}, analysis)
+        jobs.append(CellJob(recipe, cell_overrides, seeds, cell_analysis, str(_partial(out, c)),
+                            default_threads(workers)))
     started = time.perf_counter()
 
     def finished(i: int, archive: bytes | None = None) -> None:
@@ -108,25 +104,6 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     else:
         run_ray(jobs, workers, ray_address, finished)
     return write_sweep_report(out)
-
-
-def _sweepable(recipe: recipes.Recipe) -> bool:
-    """Engine recipes, and trainer recipes that can check a cell's config before training."""
-    return recipe.compute is None and (recipe.trainer is None or recipe.configure is not None)
-
-
-def _cell_configs(recipe: recipes.Recipe, overrides: dict[str, Any], seeds: int | None) -> list[Any]:
-    """The checked config of every run of one cell (InputError naming a bad key or value)."""
-    if recipe.configure is not None:
-        return [recipe.configure(overrides)]
-    return [cfg.validate() for cfg in recipes.resolve(recipe, overrides, seeds).values()]
-
-
-def _with_analysis(recipe: recipes.Recipe, overrides: dict[str, Any], analysis: bool) -> dict[str, Any]:
-    if analysis:
-        return overrides
-    return {**overrides, "analysis.enabled": False} if recipe.trainer is not None else {**overrides,
-                                                                                         **recipes.NO_ANALYSIS}
 
 
 def _partial(out: Path, cell: Cell) -> Path:
@@ -172,7 +149,7 @@ def write_sweep_report(out: str | Path) -> Path:
     if not rows:
         raise InputError(f"{out} has no complete cell yet; continue it with --resume")
     rundir.write_table(out, "sweep.csv", list(rows[0]), rows)
-    lm = recipes.get(spec["recipe"]).trainer is not None
+    lm = language_model_cell(out / "cells" / rows[0]["cell"])
     figures = sweep_figures.phase_figures(rows, spec["grid"], analysed=spec["analysis"], lm=lm)
     if lm and spec["analysis"]:
         courses = {", ".join(f"{k}={v}" for k, v in cell["overrides"].items()):
@@ -201,8 +178,9 @@ def _paragraph(spec: dict[str, Any], rows: list[dict[str, Any]], done: set[str],
     text = (f"{len(done)} of {len(spec['cells'])} cells of {spec['recipe']} ({sizes}), "
             f"{len(rows)} trained members in all. Each row of the table gives the medians over a cell's members. ")
     if spec["analysis"]:
-        text += ("The order-0 peak is the largest order-0 Pearson over the snapshots; the order-1 takeover is the "
-                 "first snapshot at or after it at which the zero-mean order-1 probe beats the order-0 signature. ")
+        text += ("The order-0 maximum is the largest order-0 Pearson over the snapshots (not the early peak of "
+                 "staircase-add's report); the order-1 takeover is the first snapshot at or after it at which the "
+                 "zero-mean order-1 probe beats the order-0 signature. ")
     return text + "Per-member numbers are in sweep.csv."
 
 
@@ -213,7 +191,7 @@ def _cell_numbers(spec: dict[str, Any], rows: list[dict[str, Any]], lm: bool) ->
                   ("rho_end", "end", 3), ("decay_fraction", "decay fraction", 2)] if spec["analysis"] else []) + \
                 [("val_loss_end", "held-out loss at end", 3), ("train_seconds", "training s", 0)]
     else:
-        shown = ([("order0_peak", "order-0 peak", 3), ("order0_peak_epoch", "at epoch", 0),
+        shown = ([("order0_max", "order-0 maximum", 3), ("order0_max_epoch", "at epoch", 0),
                   ("takeover_epoch", "order-1 takeover epoch", 0),
                   ("order1_probe_zero_mean_end", "zero-mean probe at end", 3)]
                  if spec["analysis"] else []) + [("acc_end", "accuracy at end", 3), ("loss_end", "loss at end", 4)]
