@@ -35,7 +35,7 @@ from ctxstair.analysis import analyse
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
-from ctxstair.io import fresh_output_dir
+from ctxstair.io import claim_output, fresh_output_dir
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
 from ctxstair.train import train_run
@@ -174,23 +174,28 @@ class TrainedRecipe(Recipe):
         for cfg in configs.values():  # every part is checked before the first one writes anything
             cfg.validate()
             resolve_device(cfg.train.device)
-        single = list(configs) == [""]
-        if not single:
-            if out.exists() and not (resume or force):
-                raise InputError(f"output directory {out} already exists; "
-                                 "use --resume to continue it or --force to replace it")
-            if resume and out.exists() and not (out / "recipe.json").is_file():
-                raise InputError(f"cannot resume {out}: no recipe.json there")
-            if not (resume and out.exists()):  # a new recipe directory appears with its recipe.json
-                with fresh_output_dir(out, force=force) as staging:
-                    rundir.write_json(staging, "recipe.json", {"recipe": name, "parts": list(configs)})
-        paths = {part: out / part if part else out for part in configs}
-        for part, cfg in configs.items():
-            path = paths[part]
-            with _failure_reported(path, name):
-                train_run(cfg, path, resume=resume, force=force and single, progress=progress)
-            if cfg.analysis.enabled:
-                analyse(path, self.analyses, resume)
+        if list(configs) == [""]:  # one run: its directory is the output (Run.open claims it)
+            with _failure_reported(out, name):
+                train_run(configs[""], out, resume=resume, force=force, progress=progress)
+            if configs[""].analysis.enabled:
+                analyse(out, self.analyses, resume)
+            return write_recipe_report(out) if analysis else out
+        # Several runs: the recipe directory with its recipe.json is the output, replaced (with
+        # force) only once every part is trained and analysed.
+        record = {"recipe": name, "parts": list(configs)}
+        output = claim_output(out, resume=resume, force=force, what="output directory",
+                              start=lambda folder: rundir.write_json(folder, "recipe.json", record),
+                              same=lambda folder: _same_recipe(folder, record))
+        try:
+            for part, cfg in configs.items():
+                with _failure_reported(output.path / part, name):
+                    train_run(cfg, output.path / part, resume=resume, progress=progress)
+                if cfg.analysis.enabled:
+                    analyse(output.path / part, self.analyses, resume)
+        except TrainingDiverged:
+            output.commit()  # a diverged part finishes the recipe: its record is what the user looks at
+            raise
+        output.commit()
         return write_recipe_report(out) if analysis else out
 
     def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[RunConfig]:
@@ -346,12 +351,23 @@ def write_recipe_report(out: str | Path) -> Path:
     return out
 
 
+def _same_recipe(folder: Path, record: dict) -> None:
+    """InputError unless ``folder`` holds the ``recipe.json`` of ``record`` (the same recipe and parts)."""
+    if not (folder / "recipe.json").is_file():
+        raise InputError(f"cannot resume {folder}: no recipe.json there")
+    stored = rundir.read_json(folder, "recipe.json")
+    if {key: stored.get(key) for key in record} != record:
+        raise InputError(f"cannot resume {folder}: it holds recipe {stored.get('recipe')!r} with parts "
+                         f"{stored.get('parts')}, not {record['recipe']!r} with {record['parts']}")
+
+
 def _identify(out: Path) -> tuple[str, list[str]]:
-    """(recipe name, parts) of a recipe output directory."""
-    if (out / "recipe.json").is_file():
+    """(recipe name, parts) of a recipe output directory (:func:`ctxstair.rundir.directory_kind`)."""
+    kind = rundir.directory_kind(out)
+    if kind == rundir.RECIPE:
         info = rundir.read_json(out, "recipe.json")
         return info["recipe"], info["parts"]
-    if (out / "config.yaml").is_file():
+    if kind in (rundir.RUN, rundir.LM_RUN):
         data = yaml.safe_load((out / "config.yaml").read_text())
         if not isinstance(data, dict) or "recipe" not in data:
             raise InputError(f"{out / 'config.yaml'} does not name a recipe")

@@ -32,7 +32,7 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError
-from ctxstair.io import fresh_output_dir, remove_stale_temporaries
+from ctxstair.io import Output, claim_output
 from ctxstair.recipes import base as recipes
 from ctxstair.report import measures as ms
 from ctxstair.report.figures import save_figure
@@ -80,7 +80,8 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     out = Path(out)
     spec = {"recipe": recipe, "grid": grid, "overrides": overrides, "seeds": seeds, "analysis": analysis,
             "cells": [{"name": c.name, "overrides": c.overrides} for c in cells]}
-    _prepare(out, spec, resume, force)
+    output = _claim(out, spec, resume, force)
+    final_out, out = out, output.path  # a replacement (--force) is built next to the sweep it replaces
     todo = [c for c in cells if not (out / "cells" / c.name).is_dir()]
     workers = min(workers or os.cpu_count() or 1, max(1, len(todo)))
     jobs = []
@@ -103,28 +104,28 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
         run_local(jobs, workers, finished)
     else:
         run_ray(jobs, workers, ray_address, finished)
-    return write_sweep_report(out)
+    write_sweep_report(out)
+    output.commit()
+    return final_out
 
 
 def _partial(out: Path, cell: Cell) -> Path:
     return out / "cells" / f".{cell.name}.partial"
 
 
-def _prepare(out: Path, spec: dict[str, Any], resume: bool, force: bool) -> None:
-    """Create ``out`` with ``sweep.json`` (it appears whole), or check that a resumed one is the same
-    sweep; ``resume`` of a directory that does not exist starts the sweep."""
-    if resume and out.exists():
-        if not (out / "sweep.json").is_file():
-            raise InputError(f"cannot resume {out}: no sweep.json there")
-        saved = rundir.read_json(out, "sweep.json")
-        if json.loads(json.dumps(spec)) != saved:
-            raise InputError(f"cannot resume {out}: its sweep.json differs from the requested sweep")
-        remove_stale_temporaries(out)
-        return
-    if out.exists() and not force:
-        raise InputError(f"output directory {out} already exists; use --resume to continue it or --force to replace it")
-    with fresh_output_dir(out, force=force) as staging:
-        rundir.write_json(staging, "sweep.json", spec)
+def _claim(out: Path, spec: dict[str, Any], resume: bool, force: bool) -> Output:
+    """The sweep's output folder (:func:`ctxstair.io.claim_output`): a new one appears whole with
+    ``sweep.json``; a resumed one must hold the same sweep; a replaced one is replaced only once every
+    cell is done and the report written."""
+
+    def same(folder: Path) -> None:
+        if not (folder / "sweep.json").is_file():
+            raise InputError(f"cannot resume {folder}: no sweep.json there")
+        if json.loads(json.dumps(spec)) != rundir.read_json(folder, "sweep.json"):
+            raise InputError(f"cannot resume {folder}: its sweep.json differs from the requested sweep")
+
+    return claim_output(out, resume=resume, force=force, same=same,
+                        start=lambda folder: rundir.write_json(folder, "sweep.json", spec))
 
 
 def sweep_rows(out: Path) -> list[dict[str, Any]]:
