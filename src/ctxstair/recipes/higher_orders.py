@@ -183,7 +183,7 @@ def describe(n: dict) -> str:
            f"so their order-1 signatures differ"
            + (f" (two anchors per shift, of two kinds; a pair of different kinds adds {n['cross_shift']} "
               "to the label, which only order 2 sees)" if n["cross_shift"] else "")
-           + ": on the anchors alone the order-1 probe ends at {ms.fmt(med['anchors_r1_end'])} and the order-2 "
+           + f": on the anchors alone the order-1 probe ends at {ms.fmt(med['anchors_r1_end'])} and the order-2 "
            f"probe at {ms.fmt(med['anchors_r2_end'])}. ")
         + f"Training accuracy ends at {ms.fmt(med['acc_end'])}."
     )
