@@ -218,7 +218,8 @@ def test_lm_sweep_cells_are_lm_runs_with_rho_next_numbers(tmp_path):
         assert float(row["peak_fraction"]) == pytest.approx(steps[peak] / steps[-1])
         assert float(row["val_loss_end"]) == val[steps[-1]] and float(row["val_loss_at_peak"]) == val[steps[peak]]
         assert float(row["train_seconds"]) > 0
-        assert not (cell / "lm_analysis.csv").exists()  # analysis.measures=rho_next: nothing else measured
+        # analysis.measures=rho_next: nothing else measured
+        assert {r["measure"] for r in read_csv(cell / "lm_analysis.csv")} == {"rho_next", "rho_next_spearman"}
     # the larger learning rate gets further in the same steps
     assert float(rows[1]["val_loss_end"]) < float(rows[0]["val_loss_end"])
     threads = torch.get_num_threads()

@@ -7,7 +7,7 @@ run behind. Files and folders are created with the process's umask, as ``open`` 
 them; Python's ``tempfile`` would make them 0600 and 0700 whatever the umask.
 
 :func:`claim_output` is the one rule for an output folder that a command creates, resumes or
-replaces (training runs, recipes, sweeps, Hub series).
+replaces (training runs, recipes, sweeps, analyze-model's checkpoint series).
 """
 
 from __future__ import annotations

@@ -99,8 +99,9 @@ class Cadence:
     Args:
         max_steps: the run's number of optimizer steps, >= 1.
         log_points, every: as :func:`monitor_steps` (defaults 24 and 250).
-        paths_every: default 1000; probe_every: default None (never: the probe's curve is cheaper
-            from saved checkpoints with ``ctxstair analyze-model``, which fits them all at once).
+        paths_every: default 1000; probe_every: default None (never: each probe measurement costs
+            about a hundred training steps of a small model; the probe's curve comes afterwards from
+            the saved checkpoints, with ``ctxstair analyze-model``, outside the training).
     """
 
     def __init__(self, max_steps: int, log_points: int = LOG_POINTS, every: int = EVERY,
