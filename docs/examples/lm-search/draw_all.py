@@ -3,7 +3,7 @@
     python docs/examples/lm-search/draw_all.py OUT.png RUN_OR_SWEEP_DIR...
 
 A sweep directory contributes each of its complete cells (labelled by its grid values), a run
-directory itself (labelled by its folder name); each must have been analysed (``alignment.csv``).
+directory itself (labelled by its folder name); each must have been analysed (``lm_analysis.csv``).
 """
 
 import sys

@@ -23,8 +23,8 @@ batch and trains on its slice, and only rank 0 writes to the run directory.
 
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
 initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
-``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``alignment.csv`` and
-``lm_analysis.csv``.
+``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``lm_analysis.csv`` and
+``lm_tokens.json``.
 """
 
 from __future__ import annotations
