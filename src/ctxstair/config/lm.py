@@ -90,7 +90,9 @@ class LMAnalysisConfig:
     of them for the path shares. ``probe``: ``fast`` or ``reference``, how the probe's Adam steps
     are computed (:func:`ctxstair.lm.analysis.prefix_probe`). ``measures``: ``all``, or
     ``rho_next`` for ρ_next alone (about a second per run: what a sweep searching for the staircase
-    needs; the probe, attention-path and path-share analyses cost seconds per snapshot)."""
+    needs; the probe, attention-path and path-share analyses cost seconds per snapshot). ``stats``:
+    a statistics directory (``ctxstair corpus count``, counted with the run's tokenizer for these
+    settings) whose counts replace those of the run's training windows (empty: the windows)."""
 
     #: Values of ``measures``.
     MEASURES: ClassVar[tuple[str, ...]] = ("all", "rho_next")
@@ -105,6 +107,7 @@ class LMAnalysisConfig:
     windows: int = 128
     path_windows: int = 4
     seed: int = 0
+    stats: str = ""
 
 
 @dataclass

@@ -44,6 +44,7 @@ from ctxstair.checks import (
     positive_float,
 )
 from ctxstair.errors import InputError
+from ctxstair.signatures.frequent import label_set, most_frequent
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
 #: Token permutations of the attention-path null (:func:`attention_path_scores`): a correlation
@@ -76,9 +77,7 @@ def eligible_tokens(windows: np.ndarray, word_like: np.ndarray, k: int = 200) ->
                          f"{mask.dtype} shape {mask.shape}")
     X = check_sequences(windows, mask.size, "windows")
     k = int_in_range(k, "k", 1)
-    counts = np.where(mask, np.bincount(X.ravel(), minlength=mask.size), 0)
-    order = np.lexsort((np.arange(mask.size), -counts))[:k]  # by count descending, then by id
-    return order[counts[order] > 0].astype(np.int64)
+    return most_frequent(np.bincount(X.ravel(), minlength=mask.size), k, eligible=mask)
 
 
 def prefix_labels(windows: np.ndarray, tokens: np.ndarray, vocab_size: int, total: int = 1000) -> np.ndarray:
@@ -102,10 +101,7 @@ def prefix_labels(windows: np.ndarray, tokens: np.ndarray, vocab_size: int, tota
     X = check_sequences(windows, vocab_size, "windows")
     tokens = check_id_subset(tokens, vocab_size, "tokens")
     total = int_in_range(total, "total", 1)
-    counts = np.bincount(X[:, 1:].ravel(), minlength=vocab_size)
-    frequent = np.lexsort((np.arange(vocab_size), -counts))
-    frequent = frequent[(counts[frequent] > 0) & ~np.isin(frequent, tokens)]
-    return np.sort(np.concatenate([tokens, frequent[: max(0, total - tokens.size)]]))
+    return label_set(np.bincount(X[:, 1:].ravel(), minlength=vocab_size), tokens, total)
 
 
 def rho_next(W: object, phi_next: object) -> dict:

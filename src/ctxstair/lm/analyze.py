@@ -33,6 +33,7 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.alignment.similarity import stacked_cosines
 from ctxstair.checks import int_in_range
+from ctxstair.corpus import count as corpus_count
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.lm.checkpoints import NEEDS_LLAMA, Source
@@ -45,7 +46,7 @@ SETTINGS_FILE = "series.json"
 RESULT_FILE, SIMILARITY_FILE = "analysis.json", "similarity.npz"
 CHECKPOINT_DIR = "checkpoints"
 #: The defaults of ``analyze-model``'s corpus: tokens per window, and at most this many tokens.
-WINDOW, MAX_TOKENS = 128, 2_000_000
+WINDOW, MAX_TOKENS = corpus_count.WINDOW, 2_000_000
 
 
 def text_setup(source: Source, text: str, settings: StaircaseSettings, window: int = WINDOW,
@@ -158,7 +159,8 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
 
 
 # long: the checks and the order (refuse, open, set up, claim, measure, write) are the command's contract
-def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: str | None = None, window: int = WINDOW,
+def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: str | None = None,
+                  stats: str | os.PathLike | None = None, window: int = WINDOW,
                   max_tokens: int = MAX_TOKENS, revisions: str | None = None, out: str | os.PathLike | None = None,
                   resume: bool = False, force: bool = False,
                   on_start: Callable[[Source, StaircaseSetup], None] | None = None,
@@ -174,6 +176,8 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
             file or folder); None for an LM run of ours: its own training windows, and then the
             settings of its own analysis (its config's ``analysis`` section) unless given here.
         text: the corpus's text itself instead (``corpus`` then only names it).
+        stats: a statistics directory (``ctxstair corpus count``) instead of a corpus: its counts and
+            window sample, counted with the model's tokenizer (others are refused) for these settings.
         window, max_tokens: the corpus's windows (:func:`text_setup`).
         revisions: Hub model only: ``step0,step1000`` or ``log:N``
             (:func:`ctxstair.lm.checkpoints.hub.parse_revisions`).
@@ -206,19 +210,32 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
         raise InputError(f"revisions are for a Hugging Face Hub model id (org/name that is not an existing path), "
                          f"not {model}")
     names = None if repo_id is None else parse_revisions(repo_id, revisions)
-    own = corpus is None and text is None
+    if stats is not None and (corpus is not None or text is not None):
+        raise InputError("give a corpus or a statistics directory, not both")
+    own = corpus is None and text is None and stats is None
     if own and rundir.directory_kind(model) != rundir.LM_RUN:
         raise InputError(f"a corpus is needed for {model}: only an LM run directory of ours brings its own")
     settings = dataclasses.replace(settings_of(Run(model).config) if own else StaircaseSettings(), **settings)
-    if text is None and not own:
-        text = load_text(corpus)
-    record = corpus_record(corpus or ("the run's corpus" if own else "text"), text, window, max_tokens)
+    if stats is not None:
+        from ctxstair.corpus import read_stats
+
+        stats = read_stats(stats)
+        record = {"stats": stats.manifest["sources"], "tokens": stats.manifest["tokens"], "window": stats.window}
+    else:
+        if text is None and not own:
+            text = load_text(corpus)
+        record = corpus_record(corpus or ("the run's corpus" if own else "text"), text, window, max_tokens)
     stored = series_settings(source_identity(model, names), record, settings)
     same = check_same_series(stored)
     if out is not None:
         check_output(out, resume=resume, force=force, same=same)
     source = open_source(model, names)
-    setup = run_setup(source.run, settings) if text is None else text_setup(source, text, settings, window, max_tokens)
+    if stats is not None:
+        setup = StaircaseSetup.from_stats(stats, settings, tokenizer=source.tokenizer, vocab_size=source.vocab_rows)
+    elif text is None:
+        setup = run_setup(source.run, settings)
+    else:
+        setup = text_setup(source, text, settings, window, max_tokens)
     if on_start is not None:
         on_start(source, setup)
     output = None if out is None else claim_output(out, resume=resume, force=force, start=write_settings(stored),

@@ -45,6 +45,7 @@ import numpy as np
 from ctxstair.alignment.similarity import signature_cosine
 from ctxstair.checks import check_id_subset, check_sequences, int_in_range, positive_float
 from ctxstair.config.lm import LMAnalysisConfig
+from ctxstair.corpus.count import word_like_mask
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.schema import (
@@ -57,6 +58,7 @@ from ctxstair.lm.schema import (
     SHUFFLED,
     key,
 )
+from ctxstair.signatures.frequent import most_frequent
 
 if TYPE_CHECKING:
     from ctxstair.config.lm import LMConfig
@@ -132,11 +134,8 @@ def staircase_tokens(windows: np.ndarray, tokenizer, k: int) -> np.ndarray:
     """
     k = int_in_range(k, "k", MIN_TOKENS)
     X = np.asarray(windows)
-    present = np.unique(X)
-    present = present[(present >= 0) & (present < tokenizer.vocab_size)]
-    word_like = np.zeros(max(tokenizer.vocab_size, int(X.max()) + 1 if X.size else 1), dtype=bool)
-    word_like[present] = tokenizer.word_like(present)
-    tokens = analysis.eligible_tokens(X, word_like, k)
+    counts = np.bincount(X.ravel(), minlength=tokenizer.vocab_size) if X.size else np.zeros(tokenizer.vocab_size)
+    tokens = most_frequent(counts, k, eligible=word_like_mask(tokenizer, counts))
     if tokens.size < MIN_TOKENS:
         raise InputError(f"the corpus has only {tokens.size} distinct word-like tokens; need at least {MIN_TOKENS}")
     return tokens
@@ -246,6 +245,56 @@ class StaircaseSetup:
         return cls(settings, tokens, X, indices, vocab_size=counts.shape[1], token_strings=token_strings,
                    next_counts=counts, prefix=prefix,
                    corpus=corpus or {"windows": int(X.shape[0]), "window": int(X.shape[1])})
+
+    @classmethod
+    def from_stats(cls, stats, settings: StaircaseSettings | None = None, *, tokenizer=None,
+                   vocab_size: int | None = None) -> StaircaseSetup:
+        """The setup of a statistics directory (:func:`ctxstair.corpus.count_corpus`): equal, on the same
+        windows, to :meth:`from_windows` with the same settings.
+
+        Args:
+            stats: a :class:`~ctxstair.corpus.CorpusStats` or its path; it must hold the next-token rows
+                and the sample (and the prefix counts with the probe), counted for these settings (the
+                same ``k`` unless its tokens were given, ``prefix_labels`` and ``seed``; at least
+                ``attention_windows`` sample windows, of which the first are used).
+            settings: default :class:`StaircaseSettings`.
+            tokenizer: names the tokens; statistics of another tokenizer are refused.
+            vocab_size: V, the embedding rows measured (default: the statistics'); a padded embedding
+                matrix may have more rows than the statistics' vocabulary, never fewer.
+        """
+        from ctxstair.corpus import CorpusStats
+
+        settings = settings or StaircaseSettings()
+        stats = stats if isinstance(stats, CorpusStats) else CorpusStats(stats)
+        stats.require("next", "sample", *(("prefix",) if settings.probe else ()))
+        stats.check_tokenizer(tokenizer)
+        counted = stats.manifest["settings"]
+        wanted = {"prefix_labels": settings.prefix_labels, "seed": settings.seed}
+        if counted["tokens"] == "chosen":
+            wanted["k"] = settings.k
+        differ = [f"{name} {counted[name]} (asked {value})" for name, value in wanted.items() if counted[name] != value]
+        if counted["attention_windows"] < settings.attention_windows and counted["attention_windows"] < \
+                stats.manifest["windows"]:
+            differ.append(f"attention_windows {counted['attention_windows']} (asked {settings.attention_windows})")
+        if differ:
+            raise InputError(f"{stats.path} was counted for other settings: {', '.join(differ)}; count it again "
+                             "with these settings")
+        rows = stats.next_rows()
+        V = stats.vocab_size if vocab_size is None else int_in_range(vocab_size, "vocab_size", 1)
+        if stats.vocab_size > V:
+            raise InputError(f"the model has {V} embedding rows, but {stats.path} counts ids up to "
+                             f"{stats.vocab_size - 1}")
+        rows = np.pad(rows, ((0, 0), (0, V - stats.vocab_size)))
+        tokens = stats.array("tokens")
+        n = settings.attention_windows
+        return cls.from_counts(tokens, rows, stats.array("sample")[:n], settings=settings,
+                               prefix_labels=stats.array("prefix_labels") if settings.probe else None,
+                               prefix_counts=stats.array("prefix_counts") if settings.probe else None,
+                               sample_indices=stats.array("sample_indices")[:n],
+                               token_strings=None if tokenizer is None else [tokenizer.token_string(int(t))
+                                                                             for t in tokens],
+                               corpus={"windows": stats.manifest["windows"], "window": stats.window,
+                                       "stats": str(stats.path)})
 
     # ------------------------------------------------------------------ the corpus side
 
@@ -362,13 +411,18 @@ def settings_of(cfg: LMConfig) -> StaircaseSettings:
 def run_setup(run: Run, settings: StaircaseSettings | None = None) -> StaircaseSetup:
     """The staircase setup of an LM run: its training windows (the held-out windows of the validation
     loss left out), its tokenizer, V = the tokenizer's vocabulary, and ``settings`` (default: those
-    of the run's config, :func:`settings_of`)."""
-    from ctxstair.lm.windows import corpus_windows, split_windows
+    of the run's config, :func:`settings_of`); or, when the config's ``analysis.stats`` names a
+    statistics directory, that directory's counts (:meth:`StaircaseSetup.from_stats`)."""
+    from ctxstair.lm.windows import corpus_windows, read_tokenizer, split_windows
 
+    settings = settings or settings_of(run.config)
+    if run.config.analysis.stats:
+        tokenizer = read_tokenizer(run.path)
+        return StaircaseSetup.from_stats(run.config.analysis.stats, settings, tokenizer=tokenizer,
+                                         vocab_size=tokenizer.vocab_size)
     tokenizer, windows = corpus_windows(run.config, run.path)
     train, _ = split_windows(windows, run.config.train.seed)
-    return StaircaseSetup.from_windows(train, tokenizer, settings or settings_of(run.config),
-                                       vocab_size=tokenizer.vocab_size)
+    return StaircaseSetup.from_windows(train, tokenizer, settings, vocab_size=tokenizer.vocab_size)
 
 
 def _windows_array(windows: object) -> np.ndarray:

@@ -32,7 +32,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
-from ctxstair.lm.corpus import fetched
+from ctxstair.lm.corpus import SOURCES, fetched
 
 #: Characters per piece when a long text is encoded piecewise (:meth:`TextTokenizer.encode`).
 PIECE_CHARS = 1 << 20
@@ -116,6 +116,23 @@ class TextTokenizer:
         if not isinstance(backend, Tokenizer):
             raise InputError(f"{type(tokenizer).__name__} has no tokenizers backend; load it with use_fast=True")
         return cls(backend)
+
+    @classmethod
+    def named(cls, name: str | os.PathLike) -> TextTokenizer:
+        """The tokenizer a command line names: ``gpt2``, a ``tokenizer.json`` file, a Hugging Face model
+        folder, or the name of a fetched model (``ctxstair data list``)."""
+        path = Path(name)
+        if str(name) == "gpt2":
+            return cls.gpt2()
+        if path.is_file():
+            return cls.load(path)
+        if path.is_dir():
+            return cls.from_pretrained_dir(path)
+        folder = fetched(str(name)) if str(name) in SOURCES else None
+        if folder is None:
+            raise InputError(f"unknown tokenizer {name!r}: give gpt2, a tokenizer.json, a model folder or a fetched "
+                             "model's name")
+        return cls.from_pretrained_dir(folder)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TextTokenizer:

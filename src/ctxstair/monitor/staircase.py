@@ -175,6 +175,17 @@ class StaircaseMonitor:
         monitor._attach(setup)
         return monitor
 
+    @classmethod
+    def from_stats(cls, stats: object, tokenizer: object = None, *, vocab_size: int | None = None,
+                   probe: bool = True, paths: bool = True, **settings) -> StaircaseMonitor:
+        """A monitor on a statistics directory (``ctxstair corpus count``, a
+        :class:`~ctxstair.corpus.CorpusStats` or its path) instead of windows in memory: the same
+        numbers as a monitor on those windows. ``tokenizer`` names the tokens and must be the one
+        the statistics were counted with; ``vocab_size``: the model's embedding rows (default the
+        statistics'); ``settings``: fields of :class:`~ctxstair.lm.staircase.StaircaseSettings`."""
+        chosen = StaircaseSettings(probe=probe, paths=paths, **settings)
+        return cls.from_setup(StaircaseSetup.from_stats(stats, chosen, tokenizer=tokenizer, vocab_size=vocab_size))
+
     def _attach(self, setup: StaircaseSetup) -> None:
         self.setup = setup
         self.tokens = setup.tokens

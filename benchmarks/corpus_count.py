@@ -1,0 +1,226 @@
+"""Corpus statistics over a token file (``ctxstair corpus count``), measured side by side in one run.
+
+    python benchmarks/corpus_count.py                   # 100 M tokens (≈ 5 min on 2 cores)
+    python benchmarks/corpus_count.py --tokens 1e9      # also the 1 B-token count: time and peak RSS
+
+The corpus is generated here, written as a nanoGPT-style uint16 memmap: a Zipf stream over V = 50,000
+ids (p_k ∝ 1/(k + 2.7), ids shuffled) in which 30 % of the positions follow a fixed successor table
+of the previous draw (a Markov pair structure the next-token rows must find). Windows of 128 tokens.
+Tracked tokens: the 200 most frequent ids; prefix labels: 1,000.
+
+What is measured, each as a rate in M tokens/s of one process, and the ratios the issue asks for:
+
+* ``np.bincount`` of the same tokens read from the memmap in pieces (a counting pass's limit);
+* the whole path (reader, windows, units, counts, merge, files) for the next-token rows alone;
+* the prefix counts: today's pair-list algorithm (``benchmarks/prefix_counts.py``'s copy) per core
+  against ``corpus count``'s prefix pass on the same tokens;
+* the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers;
+* peak RSS of the whole process tree (the command and its workers, sampled every 50 ms) for the
+  default count at 100 M tokens and, with ``--tokens``, at that size;
+* the text path: ``corpus tokenize`` next to the tokenizer library's own ``encode_batch``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+V, WINDOW, K, LABELS = 50_000, 128, 200, 1000
+PIECE = 1 << 24
+
+
+def write_stream(path: Path, n_tokens: int, seed: int = 0) -> np.ndarray:
+    """Write the Zipf/Markov stream (module docstring) as uint16; return the ids by decreasing frequency."""
+    rng = np.random.default_rng(seed)
+    p = 1 / (np.arange(V) + 2.7)
+    cdf = np.cumsum(p / p.sum())
+    by_rank = rng.permutation(V).astype(np.uint16)
+    successor = rng.permutation(V).astype(np.uint16)
+    with open(path, "wb") as handle:
+        previous = by_rank[0]
+        for start in range(0, n_tokens, PIECE):
+            draws = by_rank[np.minimum(np.searchsorted(cdf, rng.random(min(PIECE, n_tokens - start))), V - 1)]
+            follow = rng.random(draws.size) < 0.3
+            before = np.concatenate([[previous], draws[:-1]])
+            tokens = np.where(follow, successor[before], draws).astype(np.uint16)
+            previous = draws[-1]
+            handle.write(tokens.tobytes())
+    return by_rank
+
+
+def bincount_rate(path: Path) -> float:
+    """M tokens/s of ``np.bincount`` over the file, read in pieces."""
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    start = time.perf_counter()
+    total = np.zeros(V, dtype=np.int64)
+    for first in range(0, tokens.size, PIECE):
+        total += np.bincount(tokens[first:first + PIECE], minlength=V)
+    return tokens.size / (time.perf_counter() - start) / 1e6
+
+
+def count_rate(path: Path, out: Path, **options) -> float:
+    """M tokens/s of one ``count_corpus`` call (each pass counts the tokens once)."""
+    from ctxstair.corpus import count_corpus
+
+    start = time.perf_counter()
+    stats = count_corpus([path], out, vocab_size=V, window=WINDOW, force=True, **options)
+    seconds = time.perf_counter() - start
+    return stats.manifest["tokens"] / seconds / 1e6
+
+
+def old_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> float:
+    """M tokens/s of the pair-list prefix counts this project had before (``benchmarks/prefix_counts.py``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from prefix_counts import _pair_list_prefix_counts
+
+    windows = np.memmap(path, dtype=np.uint16, mode="r")[: n_tokens // WINDOW * WINDOW].reshape(-1, WINDOW)
+    start = time.perf_counter()
+    for first in range(0, windows.shape[0], PIECE // WINDOW):
+        _pair_list_prefix_counts(windows[first:first + PIECE // WINDOW].astype(np.int64), tokens, labels, tokens)
+    return windows.size / (time.perf_counter() - start) / 1e6
+
+
+class TreeRSS:
+    """Peak resident memory of a process and all its descendants, sampled from /proc."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _tree(self) -> list[int]:
+        pids, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            pids.append(pid)
+            for task in Path(f"/proc/{pid}/task").glob("*/children"):
+                with contextlib.suppress(OSError):
+                    todo.extend(int(c) for c in task.read_text().split())
+        return pids
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            for pid in self._tree():
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                total += int(next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")), 0))
+            self.peak = max(self.peak, total * 1024)
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def command_count(path: Path, out: Path, workers: int) -> tuple[float, float]:
+    """Seconds and peak tree RSS (GiB) of ``ctxstair corpus count`` at its defaults, with the tracked
+    tokens given (the stream has no tokenizer)."""
+    tokens = ",".join(map(str, _frequent(path)[:K]))
+    command = [sys.executable, "-m", "ctxstair", "corpus", "count", str(path), "--vocab-size", str(V), "--window",
+               str(WINDOW), "--tokens", tokens, "--workers", str(workers), "--out", str(out), "--force"]
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rss = TreeRSS(process.pid)
+    output, errors = process.communicate()
+    peak = rss.stop()
+    if process.returncode != 0:
+        raise SystemExit(errors)
+    return time.perf_counter() - start, peak / 2**30
+
+
+def _frequent(path: Path) -> np.ndarray:
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    counts = np.bincount(tokens[: 1 << 24], minlength=V)
+    return np.argsort(-counts, kind="stable")
+
+
+def text_rates(folder: Path) -> tuple[float, float, float]:
+    """M tokens/s of the tokenizer's own ``encode_batch`` and of ``corpus tokenize`` on 1 and 2 workers."""
+    from ctxstair.corpus import tokenize_files
+    from ctxstair.lm.corpus import synthetic_corpus
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+    text = synthetic_corpus(200_000)
+    tokenizer = TextTokenizer.train_bpe(text, 2000)
+    (folder / "corpus.txt").write_text(text)
+    lines = [line for line in text.splitlines(keepends=True) if line.strip()]
+    start = time.perf_counter()
+    n = sum(len(e.ids) for e in tokenizer.tokenizer.encode_batch(lines, add_special_tokens=False))
+    library = n / (time.perf_counter() - start) / 1e6
+    rates = []
+    for workers in (1, 2):
+        start = time.perf_counter()
+        tokenize_files([folder / "corpus.txt"], tokenizer, folder / f"text-{workers}", workers=workers)
+        rates.append(n / (time.perf_counter() - start) / 1e6)
+    return library, rates[0], rates[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=float, default=0, help="also count a corpus of this many tokens (e.g. 1e9)")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="ctxstair-corpus-bench-"))
+    try:
+        n = 100_000_000
+        path = folder / "train.bin"
+        by_rank = write_stream(path, n)
+        tokens = np.sort(by_rank[:K].astype(np.int64))
+        from ctxstair.signatures.frequent import label_set
+
+        labels = label_set(np.bincount(np.memmap(path, dtype=np.uint16, mode="r")[: 1 << 24], minlength=V), tokens,
+                           LABELS)
+        rows = []
+        base = bincount_rate(path)
+        rows.append(("`np.bincount` of the tokens (memmap, pieces of 16 M)", base, 1.0))
+        nxt = count_rate(path, folder / "next", count="next", tokens=tokens, unit_tokens=1 << 27)
+        rows.append(("whole path, next-token rows of 200 tokens × 50,000", nxt, nxt / base))
+        sub = 20_000_000
+        np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
+        old = old_prefix_rate(path, sub, tokens, labels)
+        rows.append(("prefix counts 200 × 1,000 × 200, the pair-list algorithm before (20 M tokens)", old, old / base))
+        new = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens, unit_tokens=1 << 27)
+        rows.append(("whole path, prefix counts (with its unigram pass; 20 M tokens)", new, new / base))
+        one = count_rate(path, folder / "one", tokens=tokens, workers=1)
+        two = count_rate(path, folder / "two", tokens=tokens, workers=2)
+        rows.append(("default count (unigram, rows, prefix, sample), 1 worker", one, one / base))
+        rows.append(("default count, 2 workers", two, two / base))
+        library, text_one, text_two = text_rates(folder)
+        print(f"numpy {np.__version__}, {os.cpu_count()} CPUs, corpus {n:,} tokens of V = {V:,}, windows of {WINDOW}\n")
+        print("| what | M tokens/s | / bincount |")
+        print("|---|---|---|")
+        for name, rate, ratio in rows:
+            print(f"| {name} | {rate:.2f} | {ratio:.2f} |")
+        print(f"\nprefix counts, new / old per core: {new / old:.2f}×; two workers / one: {two / one:.2f}×; "
+              f"next-token rows / bincount: {nxt / base:.2f}")
+        print(f"text: encode_batch {library:.2f} M tokens/s; corpus tokenize {text_one:.2f} (1 worker), "
+              f"{text_two:.2f} (2 workers)")
+        seconds, peak = command_count(path, folder / "cmd", workers=2)
+        print("\n| `ctxstair corpus count` at its defaults, 2 workers | seconds | peak RSS of the tree (GiB) |")
+        print("|---|---|---|")
+        print(f"| {n / 1e6:.0f} M tokens | {seconds:.1f} | {peak:.2f} |")
+        if args.tokens:
+            big = folder / "big.bin"
+            write_stream(big, int(args.tokens), seed=1)
+            path.unlink()
+            seconds, peak = command_count(big, folder / "big", workers=2)
+            print(f"| {args.tokens / 1e6:.0f} M tokens | {seconds:.1f} | {peak:.2f} |")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

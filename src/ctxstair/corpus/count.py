@@ -1,0 +1,363 @@
+"""Count a tokenized corpus once, on many workers, into a statistics directory (SPEC §7).
+
+:func:`count_corpus` is map-reduce over work units (:mod:`ctxstair.corpus.units`):
+
+1. the sources are opened and hashed, and the plan (sources, window, what is counted, the
+   settings) is written to ``OUT/.units/plan.json``;
+2. the ``unigram`` pass counts every unit; each unit's arrays are written to
+   ``OUT/.units/<unit>.safetensors`` and then its completion record ``<unit>.json``, both atomically,
+   so a count killed midway and started again with ``resume=True`` skips the finished units;
+3. the tracked tokens T are chosen from the summed unigram counts (the ``k`` most frequent
+   word-like ones, :func:`ctxstair.signatures.frequent.most_frequent`) or given, and the prefix
+   labels from the counts at positions >= 1 (:func:`~ctxstair.signatures.frequent.label_set`);
+4. the ``rows`` pass counts the next-token rows and prefix counts of T on every unit;
+5. the sums (exact int64, in unit order; integer sums do not depend on the order or on the
+   number of workers) and the seeded sample of windows are written (:mod:`ctxstair.corpus.stats`),
+   the manifest last, and the work folder is removed.
+
+The statistics are those of the in-memory functions on the same windows: ``unigram`` is
+``np.bincount(windows)``, the next-token rows are :class:`~ctxstair.signatures.NextTokenCounts`'
+counts, the prefix counts :func:`~ctxstair.signatures.prefix_counts`'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from ctxstair.checks import check_dense_size, check_id_subset, int_in_range
+from ctxstair.corpus.executors import run_units
+from ctxstair.corpus.sources import open_source, windows
+from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, tokenizer_identity, write_stats
+from ctxstair.corpus.units import MAX_UNIT_TOKENS, ROWS, UNIGRAM, Job, SourceSpec, Unit, split_units, sum_sparse
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_write_text, claim_output
+from ctxstair.signatures.frequent import label_set, most_frequent
+
+#: What a count can hold; the default is what the LM staircase measurement needs.
+COUNTABLE = ("unigram", "next", "prefix", "sample", "bigram")
+DEFAULT_COUNT = ("unigram", "next", "prefix", "sample")
+WORK = ".units"
+#: Tokens per window by default: ``analyze-model``'s windows.
+WINDOW = 128
+#: The LM staircase measurement's defaults (:class:`ctxstair.lm.staircase.StaircaseSettings`, whose
+#: reasons are there), repeated because the config that holds them imports torch, which counting
+#: never needs; a test checks they are equal.
+K, PREFIX_LABELS, SAMPLE_WINDOWS, SEED = 200, 1000, 128, 0
+#: Largest default unit (tokens): a unit's prefix counts are one dense (T, Y, T) int32 file.
+UNIT_TOKENS = 1 << 27
+
+
+def word_like_mask(tokenizer, counts: np.ndarray) -> np.ndarray:
+    """bool (len(counts),): the ids that occur (``counts > 0``) and that ``tokenizer`` calls word-like
+    (:meth:`~ctxstair.lm.tokenizer.TextTokenizer.word_like`); only those are decoded, and ids past the
+    tokenizer's vocabulary (a padded embedding matrix) never are word-like."""
+    mask = np.zeros(len(counts), dtype=bool)
+    present = np.flatnonzero(np.asarray(counts)[: tokenizer.vocab_size] > 0)
+    mask[present] = tokenizer.word_like(present)
+    return mask
+
+
+def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size: int | None = None,
+                 window: int = WINDOW, documents: str = "joined", count=DEFAULT_COUNT, tokens=None,
+                 k: int | None = None, prefix_labels: int | None = None, attention_windows: int | None = None,
+                 seed: int | None = None,
+                 dtype: str | None = None, column: str | None = None, workers: int = 1, ray: str | None = None,
+                 unit_tokens: int | None = None, resume: bool = False, force: bool = False,
+                 max_bytes: int | None = None, progress: bool = False) -> CorpusStats:
+    """Count ``sources`` into the statistics directory ``out`` (module docstring) and return it.
+
+    Args:
+        sources: paths of token files (``.bin``, ``.npy``, Megatron ``.bin``/``.idx``, Parquet, Arrow;
+            :func:`ctxstair.corpus.sources.open_source`), or folders of them.
+        out: the statistics directory, created, resumed (``resume``) or replaced (``force``) by the one
+            output rule of :func:`ctxstair.io.claim_output`.
+        tokenizer: the tokenizer the ids come from (chooses T, names it, and identifies the statistics);
+            may be None when ``tokens`` and ``vocab_size`` are given.
+        vocab_size: V (default: the tokenizer's); ids >= V are refused.
+        window: tokens per window; documents: ``joined`` or ``separate`` (how windows are cut,
+            :func:`ctxstair.corpus.sources.windows`).
+        count: which statistics (:data:`COUNTABLE`).
+        tokens: the tracked tokens T given, instead of the ``k`` most frequent word-like ones.
+        k, prefix_labels, attention_windows, seed: the LM staircase settings the statistics are
+            counted for (default: :class:`ctxstair.lm.staircase.StaircaseSettings`'s, which are the
+            LM runs' :class:`~ctxstair.config.lm.LMAnalysisConfig`).
+        dtype, column: the token dtype of flat ``.bin`` files, the token column of tables.
+        workers: local worker processes; ray: a Ray address (``local``, ``auto`` or an address),
+            instead of local processes.
+        unit_tokens: tokens per work unit (default: a quarter of the corpus per worker, at most
+            :data:`UNIT_TOKENS`); a resumed count keeps its plan's.
+        max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
+        progress: show a progress bar (tokens, rate, time left) on stderr.
+    """
+    k = int_in_range(K if k is None else k, "k", 1)
+    prefix_labels = int_in_range(PREFIX_LABELS if prefix_labels is None else prefix_labels, "prefix_labels", 1)
+    attention_windows = int_in_range(SAMPLE_WINDOWS if attention_windows is None else attention_windows,
+                                     "attention_windows", 1)
+    seed = int_in_range(SEED if seed is None else seed, "seed", 0)
+    count = _check_count(count)
+    documents = _choice(documents, ("joined", "separate"), "documents")
+    window = int_in_range(window, "window", 2)
+    workers = int_in_range(workers, "workers", 1)
+    if vocab_size is None:
+        if tokenizer is None:
+            raise InputError("give the tokenizer the corpus was tokenized with, or vocab_size")
+        vocab_size = tokenizer.vocab_size
+    vocab_size = int_in_range(vocab_size, "vocab_size", 1)
+    if tokens is None and tokenizer is None and ("next" in count or "prefix" in count):
+        raise InputError("the tracked tokens are chosen with the tokenizer: give a tokenizer or the tokens")
+    given = None if tokens is None else check_id_subset(np.asarray(tokens), vocab_size, "tokens")
+    specs, counts = _open_sources(sources, window, documents, dtype, column)
+    total_windows = sum(counts)
+    if total_windows == 0:
+        raise InputError(f"the sources hold no window of {window} tokens")
+    n_tokens = total_windows * window
+    _check_budget(count, k if given is None else given.size, prefix_labels, vocab_size, workers, max_bytes)
+    plan = {"sources": [_describe(spec) for spec in specs], "window": window, "documents": documents,
+            "vocab_size": vocab_size, "tokenizer": _tokenizer_of(specs, tokenizer), "count": list(count),
+            "tokens_given": None if given is None else given.tolist(), "k": k, "prefix_labels": prefix_labels,
+            "attention_windows": attention_windows, "seed": seed,
+            "unit_tokens": int(unit_tokens or min(UNIT_TOKENS, max(1 << 20, n_tokens // (4 * workers))))}
+    if not 1 <= plan["unit_tokens"] <= MAX_UNIT_TOKENS:
+        raise InputError(f"unit_tokens must be in 1..{MAX_UNIT_TOKENS}, got {plan['unit_tokens']}")
+    output = claim_output(out, resume=resume, force=force, what="statistics directory",
+                          start=lambda folder: _write_plan(folder, plan), same=lambda folder: _same_plan(folder, plan))
+    bar = _Progress(progress)
+    try:
+        _count(output.path, specs, counts, plan, count, given, tokenizer, workers, ray, bar)
+    except InputError:
+        if not output.resumed:  # bad data found while counting: nothing half-written stays
+            shutil.rmtree(output.path, ignore_errors=True)
+        raise
+    finally:
+        bar.close()
+    output.commit()
+    return CorpusStats(output.final)
+
+
+def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict, count: tuple[str, ...],
+           given: np.ndarray | None, tokenizer, workers: int, ray: str | None, bar: _Progress) -> None:
+    """The passes of :func:`count_corpus` (module docstring) into the claimed ``folder``."""
+    work = folder / WORK
+    plan = json.loads((work / "plan.json").read_text())  # a resumed count keeps its units
+    window, documents, vocab_size = plan["window"], plan["documents"], plan["vocab_size"]
+    k, prefix_labels, seed = plan["k"], plan["prefix_labels"], plan["seed"]
+    total_windows = sum(counts)
+    n_tokens = total_windows * window
+    rows_pass = "next" in count or "prefix" in count
+    # The first pass is skipped only when nothing needs it: given tokens, next-token rows alone.
+    first_pass = given is None or bool({"unigram", "bigram", "prefix"} & set(count))
+    bar.start(n_tokens * (first_pass + rows_pass))
+    arrays, tracked = {}, given
+    if first_pass:
+        job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count)
+        first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, workers, ray, bar)
+        if given is None and tokenizer is not None:
+            tracked = most_frequent(first["unigram"], k, eligible=word_like_mask(tokenizer, first["unigram"]))
+        arrays.update({name: first[name] for name in ("unigram", "next_position")})
+    if "bigram" in count:
+        arrays["bigram.keys"], arrays["bigram.counts"] = first["bigram.keys"], first["bigram.counts"]
+    if rows_pass:
+        if tracked.size == 0:
+            raise InputError("no word-like token occurs in the corpus: give the tokens to track")
+        labels = label_set(first["next_position"], tracked, prefix_labels) if "prefix" in count else None
+        rows_job = Job(tuple(specs), window, documents, vocab_size, tokens=tuple(tracked.tolist()),
+                       labels=None if labels is None else tuple(labels.tolist()), next_rows="next" in count)
+        second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, workers, ray, bar)
+        arrays["tokens"] = tracked
+        if "next" in count:
+            arrays.update(_csr(second["next_rows"]))
+            arrays["events"] = second["next_rows"].sum(axis=1)
+        if "prefix" in count:
+            arrays["prefix_labels"], arrays["prefix_counts"] = labels, second["prefix_counts"]
+            arrays["events"] = second["events"]
+    if "sample" in count:
+        arrays["sample_indices"], arrays["sample"] = _sample(specs, counts, window, documents,
+                                                             plan["attention_windows"], seed)
+    manifest = {key: plan[key] for key in ("sources", "window", "documents", "vocab_size", "tokenizer")}
+    manifest.update(tokens=n_tokens, windows=total_windows, counted=list(count),
+                    settings={"k": k, "tokens": "given" if given is not None else "chosen",
+                              "prefix_labels": prefix_labels, "attention_windows": plan["attention_windows"],
+                              "seed": seed})
+    write_stats(folder, arrays, manifest)
+    shutil.rmtree(work)
+
+
+def _check_budget(count: tuple[str, ...], n_tracked: int, prefix_labels: int, vocab_size: int, workers: int,
+                  max_bytes: int | None) -> None:
+    """Refuse a count whose dense pieces, held by every worker at once (prefix counts in float64,
+    next-token rows in int64), would pass ``max_bytes`` (TooLargeError), before anything starts."""
+    n_labels = max(prefix_labels, n_tracked) if "prefix" in count else 0
+    entries = ("prefix" in count) * n_tracked * n_labels * n_tracked + ("next" in count) * n_tracked * vocab_size
+    check_dense_size((workers, entries), max_bytes, f"count on {workers} worker(s)",
+                     "count fewer tokens (k, --tokens), labels or workers")
+
+
+def _tokenizer_of(specs: list[SourceSpec], tokenizer) -> dict | None:
+    """The identity of the tokenizer (:func:`~ctxstair.corpus.stats.tokenizer_identity`), checked against
+    the records that ``ctxstair corpus tokenize`` leaves next to its shards (:data:`RECORD_SUFFIX`):
+    shards of different tokenizers, or of another tokenizer than the one given, are refused."""
+    given = tokenizer_identity(tokenizer)
+    recorded = {}
+    for spec in specs:
+        record = Path(spec.path).with_suffix(RECORD_SUFFIX)
+        if record.is_file():
+            recorded[record.name] = json.loads(record.read_text()).get("tokenizer")
+    names = list(recorded)
+    for name in names[1:]:
+        if recorded[name] != recorded[names[0]]:
+            raise InputError(f"the shards were tokenized with different tokenizers: {names[0]} and {name} record "
+                             "different vocabularies")
+    if names and given is not None and recorded[names[0]] != given:
+        raise InputError(f"{names[0]} records another tokenizer than the one given (vocabulary sha256 "
+                         f"{recorded[names[0]]['vocab_sha256'][:12]}, given {given['vocab_sha256'][:12]})")
+    return given if given is not None else (recorded[names[0]] if names else None)
+
+
+def _check_count(count) -> tuple[str, ...]:
+    names = tuple(count.split(",")) if isinstance(count, str) else tuple(count)
+    unknown = [name for name in names if name not in COUNTABLE]
+    if unknown or not names:
+        raise InputError(f"unknown statistics {', '.join(unknown) or '(none)'}; allowed: {', '.join(COUNTABLE)}")
+    return tuple(name for name in COUNTABLE if name in names)
+
+
+def _choice(value: str, allowed: tuple[str, ...], name: str) -> str:
+    if value not in allowed:
+        raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _open_sources(paths, window: int, documents: str, dtype, column) -> tuple[list[SourceSpec], list[int]]:
+    """The specs of every source (folders expanded) and their window counts."""
+    from ctxstair.corpus.sources import open_sources
+
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+        raise InputError("no sources given")
+    text = [str(p) for p in paths if Path(p).suffix in (".txt", ".text", ".jsonl", ".ndjson", ".json")]
+    if text:
+        raise InputError(f"{text[0]} is text: tokenize it first (ctxstair corpus tokenize FILES --tokenizer T --out "
+                         "PREFIX), then count PREFIX.idx")
+    specs, counts = [], []
+    for source in open_sources(paths, dtype=dtype, column=column):
+        specs.append(SourceSpec(str(source.path), source.kind, str(source.dtype) if source.kind == "flat" else None,
+                                getattr(source, "column", None)))
+        counts.append(windows(source, window, documents).n_windows)
+    return specs, counts
+
+
+def _describe(spec: SourceSpec) -> dict:
+    """A source as the manifest records it: its description and each file's size and SHA-256."""
+    source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column)
+    files = [{"name": Path(file).name, "bytes": Path(file).stat().st_size, "sha256": _sha256(Path(file))}
+             for file in source.files()]
+    return {**source.describe(), "files": files}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 23):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_plan(folder: Path, plan: dict) -> None:
+    atomic_write_text(folder / WORK / "plan.json", json.dumps(plan, indent=2) + "\n")
+
+
+def _same_plan(folder: Path, plan: dict) -> None:
+    """A count is resumed only with the same sources (sizes and hashes) and settings."""
+    file = folder / WORK / "plan.json"
+    if not file.is_file():
+        raise InputError(f"{folder} is a complete statistics directory; use --force to count it again")
+    recorded = json.loads(file.read_text())
+    differ = [key for key in plan if key != "unit_tokens" and recorded.get(key) != plan[key]]
+    if differ:
+        raise InputError(f"{folder} is a count of other sources or settings ({', '.join(differ)} differ); "
+                         "use --force to replace it")
+
+
+def _sum_units(job: Job, units: list[Unit], work: Path, workers: int, ray: str | None, bar) -> dict:
+    """Count the units not yet done, then sum every unit's arrays in unit order."""
+    todo = []
+    for unit in units:
+        if (work / f"{unit.name}.json").is_file():
+            bar.update((unit.stop - unit.first) * job.window)
+        else:
+            todo.append(unit)
+
+    def done(unit: Unit, arrays: dict[str, np.ndarray]) -> None:
+        save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, str(work / f".{unit.name}.tmp"))
+        os.replace(work / f".{unit.name}.tmp", work / f"{unit.name}.safetensors")
+        atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")
+        bar.update((unit.stop - unit.first) * job.window)
+
+    run_units(job, todo, done, workers=workers, ray=ray)
+    total, pairs = {}, []
+    for unit in units:
+        arrays = load_file(str(work / f"{unit.name}.safetensors"))
+        if "bigram.keys" in arrays:
+            pairs.append((arrays.pop("bigram.keys"), arrays.pop("bigram.counts")))
+        for name, a in arrays.items():
+            if name in total:
+                total[name] += a
+            else:
+                total[name] = a.astype(np.int64)
+    if job.bigram:
+        total["bigram.keys"], total["bigram.counts"] = sum_sparse(pairs)
+    return total
+
+
+def _csr(rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Dense (T, V) counts as the CSR arrays of the statistics file."""
+    nonzero = rows != 0
+    indices = np.nonzero(nonzero)[1].astype(np.int64)
+    indptr = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(np.int64)
+    return {"next_rows.indptr": indptr, "next_rows.indices": indices, "next_rows.counts": rows[nonzero]}
+
+
+def _sample(specs, counts, window, documents, n, seed) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``n`` windows of a seeded permutation of all windows (corpus order), and their indices."""
+    chosen = np.random.default_rng(seed).permutation(sum(counts))[:n]
+    starts = np.cumsum([0, *counts])
+    sample = np.empty((chosen.size, window), dtype=np.int64)
+    indexes = {}
+    for row, index in enumerate(chosen):
+        source = int(np.searchsorted(starts, index, side="right")) - 1
+        if source not in indexes:
+            spec = specs[source]
+            indexes[source] = windows(open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column),
+                                      window, documents)
+        local = int(index - starts[source])
+        sample[row] = indexes[source].read(local, local + 1)[0]
+    return chosen.astype(np.int64), sample
+
+
+class _Progress:
+    """A tqdm bar over the tokens of every pass, or nothing."""
+
+    def __init__(self, show: bool):
+        self.show, self.bar = show, None
+
+    def start(self, total: int) -> None:
+        if self.show:
+            from tqdm import tqdm
+
+            # disable=None: no bar when stderr is not a terminal (a log file, a test), only the summary.
+            self.bar = tqdm(total=total, unit="tok", unit_scale=True, desc="counting", smoothing=0.1, disable=None)
+
+    def update(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

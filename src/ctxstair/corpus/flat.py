@@ -1,0 +1,121 @@
+"""Flat token files: a raw ``.bin`` of one integer dtype (nanoGPT's ``train.bin``) and a 1-D ``.npy``.
+
+Both are memory-mapped, never loaded: a range of tokens is a view of the file. Neither records
+document boundaries. :class:`MappedSource` is what every reader of :mod:`ctxstair.corpus` shares
+(range checks, :meth:`describe`); the interface itself is :class:`ctxstair.corpus.sources.TokenSource`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ctxstair.errors import InputError
+
+#: The token dtypes a raw ``.bin`` may be read as; raw files are little-endian, as written on x86 and ARM.
+FLAT_DTYPES = ("uint16", "uint32", "int32", "int64")
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class MappedSource:
+    """What the readers share. Subclasses set ``path``, ``kind``, ``dtype`` and ``n_tokens`` and
+    implement :meth:`_read` for a checked range."""
+
+    path: Path
+    kind: str
+    dtype: np.dtype
+    n_tokens: int
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens ``[start, stop)`` of the flat array: 1-D (stop - start,), the stored dtype."""
+        if not 0 <= start <= stop <= self.n_tokens:
+            raise InputError(f"{self.path}: tokens [{start}, {stop}) are outside [0, {self.n_tokens})")
+        return self._read(int(start), int(stop))
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def document_lengths(self) -> np.ndarray | None:
+        """int64 (D,) tokens per document, or None: this format records no document boundaries."""
+        return None
+
+    def files(self) -> list[Path]:
+        """The files read: this one."""
+        return [self.path]
+
+    def describe(self) -> dict:
+        """JSON-ready: kind, path (the file's name), dtype, n_tokens, documents (count or None)."""
+        lengths = self.document_lengths()
+        return {"kind": self.kind, "path": self.path.name, "dtype": self.dtype.name, "n_tokens": int(self.n_tokens),
+                "documents": None if lengths is None else len(lengths)}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r}, {self.dtype.name}, n_tokens={self.n_tokens})"
+
+
+class FlatSource(MappedSource):
+    """A raw ``.bin`` of tokens of one dtype (one of :data:`FLAT_DTYPES`), no header."""
+
+    kind = "flat"
+
+    def __init__(self, path: str | os.PathLike, dtype: str | np.dtype = "uint16"):
+        self.path = Path(path)
+        self.dtype = flat_dtype(dtype, self.path)
+        self._tokens = map_tokens(self.path, self.dtype)
+        self.n_tokens = len(self._tokens)
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        return self._tokens[start:stop]
+
+
+class NpySource(MappedSource):
+    """A ``.npy`` holding one 1-D integer array."""
+
+    kind = "npy"
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        _check_file(self.path)
+        with open(self.path, "rb") as handle:
+            if handle.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+                raise InputError(f"{self.path}: not a .npy file (no NumPy header)")
+        try:
+            tokens = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        except ValueError as error:  # object arrays, bad headers
+            raise InputError(f"{self.path}: cannot map the array: {str(error).splitlines()[0]}") from None
+        if tokens.ndim != 1:
+            raise InputError(f"{self.path}: the array has shape {tokens.shape}; a token file must be 1-D")
+        if not np.issubdtype(tokens.dtype, np.integer):
+            raise InputError(f"{self.path}: the array has dtype {tokens.dtype}; token ids must be integers")
+        self._tokens, self.dtype, self.n_tokens = tokens, tokens.dtype, len(tokens)
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        return self._tokens[start:stop]
+
+
+def flat_dtype(dtype: str | np.dtype, path: Path) -> np.dtype:
+    """The little-endian numpy dtype of one of :data:`FLAT_DTYPES`, or InputError naming ``path``."""
+    name = np.dtype(dtype).name if isinstance(dtype, np.dtype) else str(dtype)
+    if name not in FLAT_DTYPES:
+        raise InputError(f"{path}: token dtype {name!r} is not one of {', '.join(FLAT_DTYPES)}")
+    return np.dtype(name).newbyteorder("<")
+
+
+def map_tokens(path: Path, dtype: np.dtype) -> np.ndarray:
+    """The whole file as a read-only memmap (n,) of ``dtype``; a size that is not a whole number of
+    tokens is refused as truncated."""
+    size = _check_file(path)
+    if size % dtype.itemsize:
+        raise InputError(f"{path}: truncated: {size} bytes is not a whole number of {dtype.name} tokens "
+                         f"({dtype.itemsize} bytes each)")
+    if size == 0:  # mmap refuses empty files
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+def _check_file(path: Path) -> int:
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return path.stat().st_size

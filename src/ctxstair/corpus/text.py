@@ -1,0 +1,193 @@
+"""Text and JSONL files tokenized into a Megatron indexed dataset (:mod:`ctxstair.corpus.megatron`).
+
+Documents: each non-blank line of a ``.txt`` (one with a non-space character), its trailing
+newline kept; each record of a ``.jsonl`` (its ``field``, ``text`` by default). Documents are
+tokenized in batches, on ``workers`` processes when asked, and written in their order, so the
+output is the same bytes for any number of workers. Tokens are stored as uint16 when the
+vocabulary fits (ids below 65536), else int32.
+
+The tokenizer is a Hugging Face ``tokenizers.Tokenizer`` (encoded without special tokens, as
+:class:`ctxstair.lm.tokenizer.TextTokenizer` does; a ``TextTokenizer`` itself is accepted and
+unwrapped), or any object whose ``encode_batch(list[str])`` returns encodings with ``.ids`` or
+lists of ids. A ``Tokenizer`` reaches the worker processes as its JSON (``to_str()``); another
+object must be picklable.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from itertools import chain, islice
+from pathlib import Path
+
+import numpy as np
+
+from ctxstair.corpus.megatron import IndexedWriter
+from ctxstair.corpus.stats import RECORD_SUFFIX, tokenizer_identity
+from ctxstair.errors import InputError
+from ctxstair.io import atomic_write_text
+
+TEXT_SUFFIXES = (".txt", ".text")
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+_worker_tokenizer = None
+
+
+def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], tokenizer, out_prefix: str | os.PathLike,
+                   *, field: str = "text", workers: int = 1, batch_documents: int = 1000,
+                   progress: Callable[[int, int], None] | None = None) -> Path:
+    """Tokenize the documents of ``paths``, in order, into ``out_prefix.bin`` and ``out_prefix.idx``
+    (one sequence per document; nothing appears under those names unless all succeed).
+
+    Args:
+        paths: ``.txt``/``.text`` and ``.jsonl``/``.ndjson`` files, read in the order given.
+        tokenizer: see the module's docstring.
+        field: the JSONL field holding a record's text.
+        workers: tokenizing processes; 1 tokenizes in this process.
+        batch_documents: documents per ``encode_batch`` call.
+        progress: called after each batch with (documents, tokens) written so far.
+
+    Returns:
+        The path of the ``.idx``.
+    """
+    paths = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+    tokenizer = _unwrap(tokenizer)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"workers must be a positive integer, not {workers!r}")
+    if isinstance(batch_documents, bool) or not isinstance(batch_documents, int) or batch_documents < 1:
+        raise InputError(f"batch_documents must be a positive integer, not {batch_documents!r}")
+    for path in paths:
+        _format(path)
+    batches = _batches(chain.from_iterable(_documents(p, field) for p in paths), batch_documents)
+    documents = tokens = 0
+    with IndexedWriter(out_prefix, _token_dtype(tokenizer)) as writer:
+        for ids, lengths in _encoded(batches, tokenizer, workers):
+            writer.add_documents(ids, lengths)
+            documents, tokens = documents + len(lengths), tokens + len(ids)
+            if progress is not None:
+                progress(documents, tokens)
+    identity = tokenizer_identity(tokenizer)
+    if identity is not None:  # checked when the shards are counted
+        atomic_write_text(writer.idx_path.with_suffix(RECORD_SUFFIX),
+                          json.dumps({"tokenizer": identity, "documents": documents, "tokens": tokens}) + "\n")
+    return writer.idx_path
+
+
+def _unwrap(tokenizer):
+    if not hasattr(tokenizer, "encode_batch") and hasattr(getattr(tokenizer, "tokenizer", None), "encode_batch"):
+        tokenizer = tokenizer.tokenizer  # ctxstair.lm.tokenizer.TextTokenizer and other wrappers
+    if not callable(getattr(tokenizer, "encode_batch", None)):
+        raise InputError(f"the tokenizer ({type(tokenizer).__name__}) has no encode_batch(list[str]); "
+                         "pass a tokenizers.Tokenizer")
+    return tokenizer
+
+
+def _token_dtype(tokenizer) -> str | None:
+    """uint16 or int32 from the vocabulary size; None (decided from the largest id) when unknown."""
+    size = getattr(tokenizer, "get_vocab_size", None)
+    if not callable(size):
+        return None
+    return "uint16" if int(size()) <= 1 << 16 else "int32"
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in TEXT_SUFFIXES + JSONL_SUFFIXES:
+        raise InputError(f"{path}: cannot tokenize a {path.suffix or 'suffix-less'} file; expected "
+                         f"{', '.join(TEXT_SUFFIXES + JSONL_SUFFIXES)}")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return "jsonl" if suffix in JSONL_SUFFIXES else "text"
+
+
+def _documents(path: Path, field: str) -> Iterator[str]:
+    """The documents of one file, in order (the module's rule)."""
+    jsonl = _format(path) == "jsonl"
+    with open(path, "rb") as handle:  # bytes: lines end at b"\n" only, and keep it
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start})") from None
+            if not line.strip():
+                continue
+            yield _record_text(path, number, line, field) if jsonl else line
+
+
+def _record_text(path: Path, number: int, line: str, field: str) -> str:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{number}: not JSON ({error.msg})") from None
+    if not isinstance(record, dict) or field not in record:
+        found = ", ".join(map(str, record)) if isinstance(record, dict) else type(record).__name__
+        raise InputError(f"{path}:{number}: the record has no field {field!r} (it has: {found or 'nothing'})")
+    if not isinstance(record[field], str):
+        raise InputError(f"{path}:{number}: field {field!r} is {type(record[field]).__name__}, not text")
+    return record[field]
+
+
+def _batches(documents: Iterator[str], size: int) -> Iterator[list[str]]:
+    while batch := list(islice(documents, size)):
+        yield batch
+
+
+def _encoded(batches: Iterator[list[str]], tokenizer, workers: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(ids int64 (n,), lengths int64 (documents,)) of each batch, in order."""
+    if workers == 1:
+        for batch in batches:
+            yield encode(tokenizer, batch)
+        return
+    payload = ("json", tokenizer.to_str()) if _is_hf(tokenizer) else ("object", tokenizer)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker, initargs=(payload,)) as pool:
+        pending = deque()
+        try:
+            # A bounded window of batches in flight: memory stays that of a few batches, order is kept.
+            for batch in batches:
+                pending.append(pool.submit(_encode_in_worker, batch))
+                if len(pending) >= 2 * workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def encode(tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids int64 (n,), lengths int64 (len(texts),)): the concatenated token ids of ``texts`` and
+    each one's count; a ``tokenizers.Tokenizer`` adds no special tokens."""
+    if _is_hf(tokenizer):
+        encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
+    else:
+        encoded = tokenizer.encode_batch(texts)
+    ids = [getattr(item, "ids", item) for item in encoded]
+    if len(ids) != len(texts):
+        raise InputError(f"the tokenizer returned {len(ids)} encodings for {len(texts)} texts")
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum())), lengths
+
+
+def _is_hf(tokenizer) -> bool:
+    """Whether ``tokenizer`` is a Hugging Face ``tokenizers.Tokenizer`` (told without importing tokenizers)."""
+    return type(tokenizer).__module__.split(".")[0] == "tokenizers" and callable(getattr(tokenizer, "to_str", None))
+
+
+def _start_worker(payload) -> None:
+    # Each worker is one of `workers` processes: the tokenizer's own thread pool would oversubscribe the cores.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    global _worker_tokenizer
+    how, value = payload
+    if how == "json":
+        from tokenizers import Tokenizer
+        value = Tokenizer.from_str(value)
+    _worker_tokenizer = value
+
+
+def _encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    return encode(_worker_tokenizer, texts)

@@ -1,0 +1,170 @@
+"""Work units of a corpus count and what one unit counts (the map step; the sum is in
+:mod:`ctxstair.corpus.count`).
+
+A unit is a range of windows of one source. Every unit is counted on its own, by whichever
+worker gets it, from nothing but a picklable :class:`Job` and the :class:`Unit`, so the local and
+the Ray executors run the same function (:func:`count_unit`). Two passes:
+
+* ``unigram``: occurrences of every id inside windows, at positions >= 1 of a window (the prefix
+  labels' ranking), and optionally every pair of consecutive tokens (the full bigram table);
+* ``rows``: for the tracked tokens T (chosen after the first pass, or given), the next-token rows
+  over the whole vocabulary and the first-order prefix counts (T × labels × T).
+
+Counts are int64 (exact) except the prefix counts of one unit, which
+:func:`~ctxstair.signatures.prefix_counts` accumulates in float64 (integers up to 2^53 are exact)
+and which are returned as int32: a unit holds fewer than 2^31 tokens (:data:`MAX_UNIT_TOKENS`), so
+no count of one unit can reach 2^31.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ctxstair.corpus.sources import open_source, windows
+from ctxstair.errors import InputError
+from ctxstair.signatures.prefix import prefix_counts
+
+#: Tokens per piece read from a source and counted at once: bounded working memory per worker.
+PIECE_TOKENS = 1 << 23
+#: Largest unit: its int32 prefix counts cannot overflow.
+MAX_UNIT_TOKENS = 1 << 30
+UNIGRAM, ROWS = "unigram", "rows"
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """How to open one source again in any process (:func:`ctxstair.corpus.sources.open_source`)."""
+
+    path: str
+    kind: str | None = None
+    dtype: str | None = None
+    column: str | None = None
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Windows ``first..stop-1`` of source ``source`` in pass ``phase``; ``index`` numbers the units
+    of a pass in corpus order."""
+
+    phase: str
+    index: int
+    source: int
+    first: int
+    stop: int
+
+    @property
+    def name(self) -> str:
+        """The unit's file stem in the work folder."""
+        return f"{self.phase}-{self.index:06d}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every unit of a count shares: sources, windows, vocabulary, and the tracked tokens and
+    labels of the ``rows`` pass (None in the ``unigram`` pass)."""
+
+    sources: tuple[SourceSpec, ...]
+    window: int
+    documents: str
+    vocab_size: int
+    bigram: bool = False
+    tokens: tuple[int, ...] | None = None
+    labels: tuple[int, ...] | None = None
+    next_rows: bool = True
+
+
+@functools.lru_cache(maxsize=64)
+def _window_index(spec: SourceSpec, window: int, documents: str):
+    """The windows of a source, opened once per process."""
+    source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column)
+    return windows(source, window, documents)
+
+
+def split_units(phase: str, counts: list[int], window: int, unit_tokens: int) -> list[Unit]:
+    """Units of about ``unit_tokens`` tokens (whole windows, at least one) over sources with ``counts``
+    windows each, in corpus order."""
+    per_unit = max(1, min(unit_tokens, MAX_UNIT_TOKENS) // window)
+    units = []
+    for source, n in enumerate(counts):
+        for first in range(0, n, per_unit):
+            units.append(Unit(phase, len(units), source, first, min(n, first + per_unit)))
+    return units
+
+
+def pieces(job: Job, unit: Unit):
+    """The unit's windows, int64 (r, window), in pieces of about :data:`PIECE_TOKENS` tokens, each checked
+    against V (InputError naming the source)."""
+    index = _window_index(job.sources[unit.source], job.window, job.documents)
+    step = max(1, PIECE_TOKENS // job.window)
+    for first in range(unit.first, unit.stop, step):
+        piece = index.read(first, min(unit.stop, first + step))
+        top = int(piece.max())
+        if top >= job.vocab_size:
+            raise InputError(f"{job.sources[unit.source].path} holds token id {top}, outside the vocabulary of "
+                             f"{job.vocab_size} ids (window {first + int(np.argmax(piece.max(axis=1)))})")
+        yield piece
+
+
+def count_unit(job: Job, unit: Unit) -> dict[str, np.ndarray]:
+    """The counts of one unit (module docstring), as named arrays."""
+    return _count_unigram(job, unit) if unit.phase == UNIGRAM else _count_rows(job, unit)
+
+
+def _count_unigram(job: Job, unit: Unit) -> dict[str, np.ndarray]:
+    V = job.vocab_size
+    unigram, later = np.zeros(V, dtype=np.int64), np.zeros(V, dtype=np.int64)
+    pairs = []
+    for piece in pieces(job, unit):
+        unigram += np.bincount(piece.ravel(), minlength=V)
+        later += np.bincount(piece[:, 1:].ravel(), minlength=V)
+        if job.bigram:
+            keys, counts = np.unique(piece[:, :-1] * V + piece[:, 1:], return_counts=True)
+            pairs.append((keys, counts))
+    out = {"unigram": unigram, "next_position": later}
+    if job.bigram:
+        out["bigram.keys"], out["bigram.counts"] = sum_sparse(pairs)
+    return out
+
+
+def _count_rows(job: Job, unit: Unit) -> dict[str, np.ndarray]:
+    V = job.vocab_size
+    tokens = np.asarray(job.tokens, dtype=np.int64)
+    row = np.full(V, -1, dtype=np.int64)
+    row[tokens] = np.arange(tokens.size)
+    out = {}
+    if job.next_rows:
+        rows = np.zeros(tokens.size * V, dtype=np.int64)
+    if job.labels is not None:
+        labels = np.asarray(job.labels, dtype=np.int64)
+        accumulated = (np.zeros((tokens.size, labels.size, tokens.size)), np.zeros(tokens.size))
+    for piece in pieces(job, unit):
+        if job.next_rows:
+            first = row[piece[:, :-1]]
+            chosen = first >= 0
+            rows += np.bincount(first[chosen] * V + piece[:, 1:][chosen], minlength=rows.size)
+        if job.labels is not None:
+            counts, events = prefix_counts(piece, tokens, labels, tokens)
+            accumulated[0].__iadd__(counts)
+            accumulated[1].__iadd__(events)
+    if job.next_rows:
+        out["next_rows"] = rows.reshape(tokens.size, V)
+    if job.labels is not None:
+        out["prefix_counts"] = accumulated[0].astype(np.int32)
+        out["events"] = accumulated[1].astype(np.int64)
+    return out
+
+
+def sum_sparse(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The sum of sparse count vectors given as (ascending keys, counts) pairs: (keys, counts) int64,
+    keys ascending and distinct."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys = np.concatenate([k for k, _ in parts]).astype(np.int64)
+    counts = np.concatenate([c for _, c in parts]).astype(np.int64)
+    unique, where = np.unique(keys, return_inverse=True)
+    total = np.zeros(unique.size, dtype=np.int64)
+    np.add.at(total, where, counts)
+    return unique, total

@@ -1,0 +1,287 @@
+"""Corpus statistics over tokenized shards (ctxstair.corpus.count_corpus): planted corpora in every
+format against brute-force counts written here, executors and a killed count giving byte-identical
+directories, and the bad inputs refused with one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxstair.corpus import count_corpus, read_stats
+from ctxstair.corpus.megatron import write_indexed
+from ctxstair.errors import InputError
+
+V, W = 40, 8
+TOKENS = [3, 5, 7, 11, 13]
+SETTINGS = dict(vocab_size=V, window=W, tokens=TOKENS, prefix_labels=9, attention_windows=6, seed=3)
+
+
+def planted_documents(seed: int = 0, n_docs: int = 12) -> list[np.ndarray]:
+    """Documents of a Markov stream over V ids in which 3 is always followed by 7 and 5 never ends a
+    document: statistics that brute force must find."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for _ in range(n_docs):
+        doc = rng.integers(0, V, size=int(rng.integers(0, 60)))
+        doc[np.flatnonzero(doc[:-1] == 3) + 1] = 7
+        docs.append(doc.astype(np.int64))
+    docs.insert(3, np.zeros(0, dtype=np.int64))  # an empty document
+    return docs
+
+
+def brute_windows(docs: list[np.ndarray], documents: str) -> list[list[int]]:
+    """Windows by the documented rule, written with Python lists."""
+    streams = [[int(t) for d in docs for t in d]] if documents == "joined" else [[int(t) for t in d] for d in docs]
+    return [s[i * W:(i + 1) * W] for s in streams for i in range(len(s) // W)]
+
+
+def brute_counts(windows: list[list[int]], tokens: list[int], labels: list[int]) -> dict:
+    """Every statistic of a count, by loops over windows and positions."""
+    unigram, later = np.zeros(V, dtype=np.int64), np.zeros(V, dtype=np.int64)
+    rows = np.zeros((len(tokens), V), dtype=np.int64)
+    prefix = np.zeros((len(tokens), len(labels), len(tokens)), dtype=np.int64)
+    for w in windows:
+        for s, token in enumerate(w):
+            unigram[token] += 1
+            later[token] += s >= 1
+            if s + 1 < len(w) and token in tokens:
+                a = tokens.index(token)
+                rows[a, w[s + 1]] += 1
+                if w[s + 1] in labels:
+                    for b, beta in enumerate(tokens):
+                        prefix[a, labels.index(w[s + 1]), b] += beta in w[:s]
+    return {"unigram": unigram, "next_position": later, "next_rows": rows, "prefix_counts": prefix,
+            "events": rows.sum(axis=1)}
+
+
+def brute_labels(later: np.ndarray, tokens: list[int], total: int) -> list[int]:
+    ranked = sorted((i for i in range(V) if later[i] > 0 and i not in tokens), key=lambda i: (-later[i], i))
+    return sorted(tokens + ranked[: total - len(tokens)])
+
+
+def write_format(kind: str, docs: list[np.ndarray], folder: Path) -> Path:
+    """The documents in one file format."""
+    flat = np.concatenate(docs)
+    if kind == "flat":
+        path = folder / "train.bin"
+        flat.astype(np.uint16).tofile(path)
+    elif kind == "npy":
+        path = folder / "part-0.npy"
+        np.save(path, flat.astype(np.uint32))
+    elif kind == "megatron":
+        path = write_indexed(folder / "pile_text_document", docs, "uint16")[1]
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table({"input_ids": pa.array([d.tolist() for d in docs], type=pa.list_(pa.int32())),
+                          "text": [f"doc {i}" for i in range(len(docs))]})
+        if kind == "parquet":
+            path = folder / "train-00000.parquet"
+            pq.write_table(table, path, row_group_size=4)
+        else:
+            path = folder / "data-00000.arrow"
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+                for batch in table.to_batches(max_chunksize=5):
+                    writer.write_batch(batch)
+    return path
+
+
+def check_against_brute_force(stats, windows: list[list[int]]) -> None:
+    reference = brute_counts(windows, TOKENS, list(range(V)))
+    labels = brute_labels(reference["next_position"], TOKENS, SETTINGS["prefix_labels"])
+    reference = brute_counts(windows, TOKENS, labels)
+    np.testing.assert_array_equal(stats.array("tokens"), TOKENS)
+    np.testing.assert_array_equal(stats.array("prefix_labels"), labels)
+    for name in ("unigram", "next_position", "prefix_counts", "events"):
+        np.testing.assert_array_equal(stats.array(name), reference[name], err_msg=name)
+    np.testing.assert_array_equal(stats.next_rows(), reference["next_rows"])
+    chosen = np.random.default_rng(SETTINGS["seed"]).permutation(len(windows))[: SETTINGS["attention_windows"]]
+    np.testing.assert_array_equal(stats.array("sample_indices"), chosen)
+    np.testing.assert_array_equal(stats.array("sample"), [windows[i] for i in chosen])
+    assert stats.manifest["tokens"] == len(windows) * W and stats.manifest["windows"] == len(windows)
+
+
+@pytest.mark.parametrize("kind", ["flat", "npy", "megatron", "parquet", "arrow"])
+def test_every_format_counts_what_brute_force_counts(kind, tmp_path):
+    docs = planted_documents()
+    path = write_format(kind, docs, tmp_path)
+    stats = count_corpus([path], tmp_path / "stats", unit_tokens=3 * W, **SETTINGS)
+    windows = brute_windows(docs, "joined")
+    check_against_brute_force(stats, windows)
+    rows = stats.next_rows()
+    assert rows[TOKENS.index(3), 7] == rows[TOKENS.index(3)].sum() > 0  # the planted pair
+    if kind in ("megatron", "parquet", "arrow"):
+        separate = count_corpus([path], tmp_path / "separate", documents="separate", unit_tokens=2 * W, **SETTINGS)
+        check_against_brute_force(separate, brute_windows(docs, "separate"))
+
+
+def test_several_shards_are_windowed_one_by_one_and_summed(tmp_path):
+    first, second = planted_documents(1), planted_documents(2)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    paths = [write_format("megatron", first, tmp_path / "a"), write_format("npy", second, tmp_path / "b")]
+    stats = count_corpus(paths, tmp_path / "stats", **SETTINGS)
+    check_against_brute_force(stats, brute_windows(first, "joined") + brute_windows(second, "joined"))
+    assert [s["kind"] for s in stats.manifest["sources"]] == ["megatron", "npy"]
+    assert all(len(f["sha256"]) == 64 for s in stats.manifest["sources"] for f in s["files"])
+
+
+def test_tokens_chosen_as_the_most_frequent_word_like_ones(tmp_path):
+    from ctxstair.lm.staircase import staircase_tokens
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+    text = "the cat sat on the mat . the dog sat on a log , and the cat ran .\n" * 40
+    tokenizer = TextTokenizer.train_words(text, 300, min_frequency=1)
+    ids = tokenizer.encode(text)
+    np.save(tmp_path / "ids.npy", ids.astype(np.uint16))
+    stats = count_corpus([tmp_path / "ids.npy"], tmp_path / "stats", tokenizer=tokenizer, window=W, k=6)
+    windows = ids[: ids.size // W * W].reshape(-1, W)
+    np.testing.assert_array_equal(stats.array("tokens"), staircase_tokens(windows, tokenizer, 6))
+    assert stats.manifest["tokenizer"]["vocab_size"] == tokenizer.vocab_size
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path):
+    path = write_format("megatron", planted_documents(4, n_docs=60), tmp_path)
+    outs = {}
+    for name, options in (("one", {"workers": 1}), ("two", {"workers": 2}), ("ray", {"ray": "local"})):
+        stats = count_corpus([path], tmp_path / name, unit_tokens=5 * W, **options, **SETTINGS)
+        outs[name] = _files(stats.path)
+    import ray
+
+    ray.shutdown()
+    assert list(outs["one"]) == ["manifest.json", "stats.safetensors"]
+    assert outs["one"] == outs["two"] == outs["ray"]
+    # The unit size changes how the work is split, never the sums.
+    other = count_corpus([path], tmp_path / "big-units", unit_tokens=1000 * W, **SETTINGS)
+    assert _files(other.path) == outs["one"]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ctxstair", "corpus", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_a_killed_count_resumes_to_the_same_bytes(tmp_path):
+    rng = np.random.default_rng(0)
+    rng.integers(0, V, size=400_000).astype(np.uint16).tofile(tmp_path / "train.bin")
+    args = ["count", "train.bin", "--vocab-size", str(V), "--window", str(W), "--tokens", ",".join(map(str, TOKENS)),
+            "--prefix-labels", "9", "--sample-windows", "6", "--unit-tokens", "4096"]
+    assert _cli(*args, "--out", "whole", cwd=tmp_path).returncode == 0
+    process = subprocess.Popen([sys.executable, "-m", "ctxstair", "corpus", *args, "--out", "killed"], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    work = tmp_path / "killed" / ".units"
+    deadline = time.monotonic() + 120
+    while len(list(work.glob("*.json"))) < 30 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    finished = len(list(work.glob("rows-*.json")) + list(work.glob("unigram-*.json")))
+    assert 0 < finished < 2 * 98, "the kill did not land in the middle of the count"
+    assert not (tmp_path / "killed" / "manifest.json").exists()
+    with pytest.raises(InputError, match="unfinished count"):
+        read_stats(tmp_path / "killed")
+    refused = _cli(*args, "--out", "killed", cwd=tmp_path)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    resumed = _cli(*args, "--out", "killed", "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _files(tmp_path / "killed") == _files(tmp_path / "whole")
+
+
+def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
+    docs = planted_documents()
+    write_format("flat", docs, tmp_path)
+    base = ["--window", str(W), "--tokens", "3,5,7,11"]
+    _refused(_cli("count", "train.bin", "--vocab-size", "20", *base, "--out", "small", cwd=tmp_path),
+             "outside the vocabulary of 20")
+    assert not (tmp_path / "small").exists()
+    np.save(tmp_path / "floats.npy", np.ones(100))
+    _refused(_cli("count", "floats.npy", "--vocab-size", str(V), *base, "--out", "f", cwd=tmp_path), "floats.npy")
+    (tmp_path / "odd.bin").write_bytes(b"\x01\x00\x02")
+    _refused(_cli("count", "odd.bin", "--vocab-size", str(V), *base, "--out", "o", cwd=tmp_path), "odd.bin")
+    prefix = tmp_path / "cut"
+    write_indexed(prefix, docs, "uint16")
+    data = (tmp_path / "cut.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(data[: len(data) // 2])
+    _refused(_cli("count", "cut.idx", "--vocab-size", str(V), *base, "--out", "c", cwd=tmp_path), "cut")
+    write_indexed(prefix, docs, "uint16")
+    index = (tmp_path / "cut.idx").read_bytes()
+    (tmp_path / "cut.idx").write_bytes(index[: len(index) - 8])
+    _refused(_cli("count", "cut.idx", "--vocab-size", str(V), *base, "--out", "c", cwd=tmp_path), "cut.idx")
+    write_format("parquet", docs, tmp_path)
+    _refused(_cli("count", "train-00000.parquet", "--column", "ids", "--vocab-size", str(V), *base, "--out", "p",
+                  cwd=tmp_path), "ids")
+    (tmp_path / "text.txt").write_text("hello\n")
+    _refused(_cli("count", "text.txt", "--vocab-size", str(V), *base, "--out", "t", cwd=tmp_path), "tokenize")
+    for name in ("small", "f", "o", "c", "p", "t"):
+        assert not (tmp_path / name).exists(), name
+
+
+def test_statistics_of_another_version_or_tokenizer_are_refused(tmp_path):
+    from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+    text = "the cat sat on the mat and the dog sat on the log\n" * 50
+    tokenizer = TextTokenizer.train_words(text, 300, min_frequency=1)
+    np.save(tmp_path / "ids.npy", tokenizer.encode(text).astype(np.uint16))
+    stats = count_corpus([tmp_path / "ids.npy"], tmp_path / "stats", tokenizer=tokenizer, window=W, k=5,
+                         prefix_labels=8, attention_windows=4)
+    settings = StaircaseSettings(k=5, prefix_labels=8, attention_windows=4, path_windows=1)
+    StaircaseSetup.from_stats(stats.path, settings, tokenizer=tokenizer)
+    other = TextTokenizer.train_words(text.replace("cat", "cow"), 300, min_frequency=1)
+    with pytest.raises(InputError, match="another tokenizer"):
+        StaircaseSetup.from_stats(stats.path, settings, tokenizer=other)
+    with pytest.raises(InputError, match="other settings: k 5"):
+        StaircaseSetup.from_stats(stats.path, StaircaseSettings(k=6, prefix_labels=8, attention_windows=4,
+                                                                path_windows=1), tokenizer=tokenizer)
+    manifest = json.loads((stats.path / "manifest.json").read_text())
+    (stats.path / "manifest.json").write_text(json.dumps({**manifest, "version": 0}))
+    with pytest.raises(InputError, match="version 0"):
+        read_stats(stats.path)
+    _refused(_cli("info", str(stats.path), cwd=tmp_path), "version 0")
+
+
+def test_bigram_table_is_every_pair_of_consecutive_tokens_of_a_window(tmp_path):
+    docs = planted_documents(5)
+    path = write_format("flat", docs, tmp_path)
+    stats = count_corpus([path], tmp_path / "stats", count="unigram,bigram", unit_tokens=2 * W,
+                         **{k: v for k, v in SETTINGS.items() if k != "tokens"})
+    pairs = {}
+    for w in brute_windows(docs, "joined"):
+        for a, b in zip(w[:-1], w[1:]):
+            pairs[a * V + b] = pairs.get(a * V + b, 0) + 1
+    np.testing.assert_array_equal(stats.array("bigram.keys"), sorted(pairs))
+    np.testing.assert_array_equal(stats.array("bigram.counts"), [pairs[key] for key in sorted(pairs)])
+    assert stats.counted == ["unigram", "bigram"]
+    with pytest.raises(InputError, match="counted without next"):
+        stats.require("next")
+
+
+def test_the_count_defaults_are_the_measurement_defaults():
+    from ctxstair.corpus import count
+    from ctxstair.lm import analyze
+    from ctxstair.lm.staircase import StaircaseSettings
+
+    settings = StaircaseSettings()
+    expected = (settings.k, settings.prefix_labels, settings.attention_windows, settings.seed)
+    assert expected == (count.K, count.PREFIX_LABELS, count.SAMPLE_WINDOWS, count.SEED)
+    assert count.WINDOW == analyze.WINDOW
