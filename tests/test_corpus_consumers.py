@@ -100,3 +100,54 @@ def test_shards_of_different_tokenizers_are_refused(counted, tmp_path):
     assert not (tmp_path / "stats").exists()
     stats = count_corpus([a], tmp_path / "stats", tokenizer=first, window=4, k=4)
     assert stats.manifest["tokenizer"]["vocab_size"] == first.vocab_size
+
+
+def test_semantics_from_statistics_equals_semantics_of_the_text(tmp_path):
+    from ctxstair.lm.corpus import SYNTHETIC_GROUPS, synthetic_corpus
+    from ctxstair.lm.semantics import group_structure, group_structure_from_stats, word_tokens
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+    text = synthetic_corpus(3000)
+    tokenizer = TextTokenizer.train_bpe(text, 600)
+    ids = tokenizer.encode(text)
+    np.save(tmp_path / "ids.npy", ids.astype(np.uint16))
+    words = dict.fromkeys(w for group in SYNTHETIC_GROUPS.values() for w in group.words)
+    groups = {w: tokens for w in words if (tokens := word_tokens(tokenizer, w))}
+    # One window holding the whole stream: the pairs and blocks of the text itself.
+    stats = count_corpus([tmp_path / "ids.npy"], tmp_path / "stats", tokenizer=tokenizer, window=ids.size,
+                         count="unigram,groups", groups=groups, block_tokens=250)
+    options = dict(n_permutations=50, bootstrap=20, seed=1)
+    expected = group_structure(text, tokenizer, block_tokens=250, **options)
+    assert group_structure_from_stats(stats.path, tokenizer, **options) == expected
+    assert expected["groups"]["weekdays"]["value"] is not None
+
+
+def test_the_commands_count_describe_and_read_statistics(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from ctxstair.lm.corpus import synthetic_corpus
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+    text = synthetic_corpus(2000)
+    (tmp_path / "corpus.txt").write_text(text)
+    tokenizer = TextTokenizer.train_bpe(text, 500)
+    tokenizer.save(tmp_path / "tokenizer.json")
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "ctxstair", *args], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cli("corpus", "tokenize", "corpus.txt", "--tokenizer", "tokenizer.json", "--out", "tokens", "--workers", "2")
+    printed = cli("corpus", "count", "tokens.idx", "--tokenizer", "tokenizer.json", "--window", "32", "--k", "20",
+                  "--count", "unigram,next,prefix,sample,groups", "--out", "stats")
+    assert "counted: unigram, next, prefix, sample, groups" in printed and "M tokens/s" in printed
+    info = cli("corpus", "info", "stats")
+    assert "megatron" in info and "vocabulary sha256" in info
+    cli("semantics", "--stats", "stats", "--tokenizer", "tokenizer.json", "--permutations", "20", "--bootstrap", "5",
+        "--out", "semantics")
+    written = json.loads((tmp_path / "semantics" / "semantics.json").read_text())
+    assert written["n_tokens"] > 0 and set(written["groups"]) >= {"weekdays"}
+    assert (tmp_path / "semantics" / "figures" / "semantics.png").is_file()

@@ -122,7 +122,7 @@ def test_block_counts_give_the_next_token_signature(synthetic):
     text, tokenizer = synthetic
     ids = tokenizer.encode(text[:20000])
     rows = [[tokenizer.word_token_id("monday")], [tokenizer.word_token_id("three"), tokenizer.word_token_id("two")]]
-    counts = BlockBigramCounts(ids, rows, block_tokens=97)
+    counts = BlockBigramCounts.of_stream(ids, rows, block_tokens=97)
     dense, totals = counts.dense(counts.cells_total)
     phi = next_token_signature(ids[None, :], tokenizer.vocab_size)
     full = np.zeros((2, tokenizer.vocab_size))

@@ -38,7 +38,10 @@ def register(commands) -> None:
                        help="joined: a file's documents are one stream, windows may cross a document boundary "
                             "(nanoGPT, Megatron); separate: each document is cut on its own")
     count.add_argument("--count", default="unigram,next,prefix,sample",
-                       help="which statistics, comma-separated: unigram, next, prefix, sample, bigram")
+                       help="which statistics, comma-separated: unigram, next, prefix, sample, bigram, groups (the "
+                            "word groups of ctxstair semantics, per block of positions)")
+    count.add_argument("--block-tokens", type=int, default=1000,
+                       help="positions per bootstrap block of the word groups (ctxstair semantics' default)")
     count.add_argument("--k", type=int, default=DEFAULT_K, help="tracked tokens: the k most frequent "
                                                                          "word-like ones")
     count.add_argument("--tokens", default=None, help="tracked token ids given instead, comma-separated")
@@ -81,11 +84,13 @@ def cmd_count(args: argparse.Namespace) -> None:
     started = time.monotonic()
     tokenizer = TextTokenizer.named(args.tokenizer) if args.tokenizer else None
     tokens = _ids(args.tokens) if args.tokens else None
+    groups = _group_words(tokenizer) if "groups" in args.count.split(",") else None
     stats = count_corpus(args.sources, args.out, tokenizer=tokenizer, vocab_size=args.vocab_size, window=args.window,
                          documents=args.documents, count=args.count, tokens=tokens, k=args.k,
                          prefix_labels=args.prefix_labels, attention_windows=args.sample_windows, seed=args.seed,
                          dtype=args.dtype, column=args.column, workers=args.workers, ray=args.ray,
-                         unit_tokens=args.unit_tokens, resume=args.resume, force=args.force,
+                         groups=groups, block_tokens=args.block_tokens, unit_tokens=args.unit_tokens,
+                         resume=args.resume, force=args.force,
                          max_bytes=int(args.max_gib * 2**30), progress=True)
     seconds = time.monotonic() - started
     print(f"{args.out}: {stats.summary()}; {seconds:.1f} s ({stats.manifest['tokens'] / max(seconds, 1e-9) / 1e6:.1f} "
@@ -126,7 +131,18 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"windows: {m['window']} tokens, documents {m['documents']}; settings: {json.dumps(m['settings'])}")
     for source in m["sources"]:
         files = ", ".join(f"{f['name']} ({f['bytes']:,} bytes, sha256 {f['sha256'][:12]})" for f in source["files"])
-        print(f"  {source['kind']} {source.get('dtype', '')}: {source['tokens']:,} tokens; {files}")
+        print(f"  {source['path']} ({source['kind']}, {source['dtype']}): {source['n_tokens']:,} tokens; {files}")
+
+
+def _group_words(tokenizer) -> dict[str, list[int]]:
+    """The words of ``ctxstair semantics``' groups with the tokens that spell them."""
+    from ctxstair.lm.corpus import SYNTHETIC_GROUPS
+    from ctxstair.lm.semantics import word_tokens
+
+    if tokenizer is None:
+        raise InputError("the word groups are found with the tokenizer: give --tokenizer")
+    words = dict.fromkeys(word for group in SYNTHETIC_GROUPS.values() for word in group.words)
+    return {word: tokens for word in words if (tokens := word_tokens(tokenizer, word))}
 
 
 def _ids(text: str) -> list[int]:

@@ -24,10 +24,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     semantics = commands.add_parser("semantics", help="word-group structure (numbers, weekdays, ...) in a "
                                     "corpus's next-token signatures")
-    semantics.add_argument("corpus", help="synthetic, a fetched corpus name, or a .txt file or folder")
-    semantics.add_argument("--tokenizer", choices=("bpe", "word", "gpt2"), default="bpe",
-                           help="byte-level BPE trained on the corpus, its most frequent lower-cased words, "
-                                "or the fetched GPT-2 vocabulary")
+    semantics.add_argument("corpus", nargs="?", default=None,
+                           help="synthetic, a fetched corpus name, or a .txt file or folder (or --stats)")
+    semantics.add_argument("--stats", type=Path, default=None,
+                           help="a statistics directory counted with --count ...,groups (ctxstair corpus count) "
+                                "instead of a corpus; --tokenizer then names the tokenizer it was counted with")
+    semantics.add_argument("--tokenizer", default="bpe",
+                           help="bpe: byte-level BPE trained on the corpus; word: its most frequent lower-cased "
+                                "words; gpt2: the fetched GPT-2 vocabulary; with --stats also a tokenizer.json, a "
+                                "model folder or a fetched model's name")
     semantics.add_argument("--vocab-size", type=int, default=2000, help="BPE or word vocabulary size")
     semantics.add_argument("--min-count", type=int, default=5, help="leave out words seen fewer times")
     semantics.add_argument("--permutations", type=int, default=1000,
@@ -74,7 +79,13 @@ def cmd_semantics(args: argparse.Namespace) -> None:
     from ctxstair.config.lm import CorpusConfig
     from ctxstair.io import atomic_write_text, fresh_output_dir
     from ctxstair.lm.corpus import load_text
-    from ctxstair.lm.semantics import embedding_structure, group_structure, report_markdown, summary_lines
+    from ctxstair.lm.semantics import (
+        embedding_structure,
+        group_structure,
+        group_structure_from_stats,
+        report_markdown,
+        summary_lines,
+    )
     from ctxstair.lm.tokenizer import TextTokenizer
     from ctxstair.lm.windows import build_tokenizer
     from ctxstair.report.figures import save_figure
@@ -86,24 +97,41 @@ def cmd_semantics(args: argparse.Namespace) -> None:
             raise InputError(f"{option} must be an integer >= {smallest}, got {value}")
     # Everything that can be refused cheaply is checked before the corpus is read and tokenised:
     # the GPT-2 files, then the model (loaded once: its last checkpoint).
-    gpt2 = TextTokenizer.gpt2() if args.tokenizer == "gpt2" else None
+    if (args.corpus is None) == (args.stats is None):
+        raise InputError("give a corpus or --stats DIR (one of them)")
+    trained = args.tokenizer in ("bpe", "word")
+    if args.stats is not None and trained:
+        raise InputError("with --stats, --tokenizer names the tokenizer the statistics were counted with")
+    if args.corpus is not None and not trained and args.tokenizer != "gpt2":
+        raise InputError(f"--tokenizer must be bpe, word or gpt2 for a corpus, got {args.tokenizer!r}")
+    given = None if trained else TextTokenizer.named(args.tokenizer)
     source, checkpoint = _last_checkpoint(args.model) if args.model is not None else (None, None)
-    text = load_text(args.corpus)
-    tokenizer = gpt2 or build_tokenizer(CorpusConfig(tokenizer=args.tokenizer, vocab_size=args.vocab_size), text)
-    result = group_structure(text, tokenizer, min_count=args.min_count, n_permutations=args.permutations,
-                             bootstrap=args.bootstrap, block_tokens=args.block_tokens, seed=args.seed)
+    options = dict(min_count=args.min_count, n_permutations=args.permutations, bootstrap=args.bootstrap,
+                   seed=args.seed)
+    if args.stats is not None:
+        result = group_structure_from_stats(args.stats, given, **options)
+        tokenizer = given
+    else:
+        text = load_text(args.corpus)
+        tokenizer = given or build_tokenizer(CorpusConfig(tokenizer=args.tokenizer, vocab_size=args.vocab_size),
+                                             text)
+        result = group_structure(text, tokenizer, block_tokens=args.block_tokens, **options)
     embeddings = None
     if checkpoint is not None:
         embeddings = embedding_structure(checkpoint.W_E, source.tokenizer, n_permutations=args.permutations,
                                          seed=args.seed)
         embeddings.update(model=args.model, checkpoint=checkpoint.name, step=checkpoint.step)
-    name = Path(args.corpus).stem or "corpus"
-    tokens = "GPT-2 tokens" if gpt2 else (f"{'word-level' if args.tokenizer == 'word' else 'byte-level BPE'}, "
-                                          f"{tokenizer.vocab_size} tokens")
+    name = Path(args.corpus or args.stats).stem or "corpus"
+    if trained:
+        tokens = f"{'word-level' if args.tokenizer == 'word' else 'byte-level BPE'}, {tokenizer.vocab_size} tokens"
+    else:
+        tokens = ("GPT-2 tokens" if args.tokenizer == "gpt2"
+                  else f"{Path(args.tokenizer).name}, {tokenizer.vocab_size} tokens")
     out = args.out or Path("runs") / f"semantics-{name}"
     figures = ["semantics.png", "semantics-scores.png"] + (["semantics-embeddings.png"] if embeddings else [])
     with fresh_output_dir(out, force=args.force) as staging:
-        info = dict(corpus=args.corpus, tokenizer=args.tokenizer, tokenizer_description=tokens, **result)
+        info = dict(corpus=args.corpus or str(args.stats), tokenizer=args.tokenizer, tokenizer_description=tokens,
+                    **result)
         if embeddings is not None:
             info.update(model=args.model, embeddings=embeddings)
         atomic_write_text(staging / "semantics.json", json.dumps(info, indent=2) + "\n")

@@ -41,7 +41,7 @@ from ctxstair.io import atomic_write_text, claim_output
 from ctxstair.signatures.frequent import label_set, most_frequent
 
 #: What a count can hold; the default is what the LM staircase measurement needs.
-COUNTABLE = ("unigram", "next", "prefix", "sample", "bigram")
+COUNTABLE = ("unigram", "next", "prefix", "sample", "bigram", "groups")
 DEFAULT_COUNT = ("unigram", "next", "prefix", "sample")
 WORK = ".units"
 #: Tokens per window by default: ``analyze-model``'s windows.
@@ -68,6 +68,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
                  window: int = WINDOW, documents: str = "joined", count=DEFAULT_COUNT, tokens=None,
                  k: int | None = None, prefix_labels: int | None = None, attention_windows: int | None = None,
                  seed: int | None = None,
+                 groups: dict[str, list[int]] | None = None, block_tokens: int = 1000,
                  dtype: str | None = None, column: str | None = None, workers: int = 1, ray: str | None = None,
                  unit_tokens: int | None = None, resume: bool = False, force: bool = False,
                  max_bytes: int | None = None, progress: bool = False) -> CorpusStats:
@@ -88,6 +89,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
         k, prefix_labels, attention_windows, seed: the LM staircase settings the statistics are
             counted for (default: :class:`ctxstair.lm.staircase.StaircaseSettings`'s, which are the
             LM runs' :class:`~ctxstair.config.lm.LMAnalysisConfig`).
+        groups, block_tokens: with ``groups`` counted, the words of ``ctxstair semantics`` (word -> its
+            token ids) whose next-token pairs are counted per block of ``block_tokens`` positions.
         dtype, column: the token dtype of flat ``.bin`` files, the token column of tables.
         workers: local worker processes; ray: a Ray address (``local``, ``auto`` or an address),
             instead of local processes.
@@ -113,6 +116,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     if tokens is None and tokenizer is None and ("next" in count or "prefix" in count):
         raise InputError("the tracked tokens are chosen with the tokenizer: give a tokenizer or the tokens")
     given = None if tokens is None else check_id_subset(np.asarray(tokens), vocab_size, "tokens")
+    if ("groups" in count) != (groups is not None):
+        raise InputError("the word groups are counted with groups= (word -> token ids) and only then")
     specs, counts = _open_sources(sources, window, documents, dtype, column)
     total_windows = sum(counts)
     if total_windows == 0:
@@ -123,6 +128,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             "vocab_size": vocab_size, "tokenizer": _tokenizer_of(specs, tokenizer), "count": list(count),
             "tokens_given": None if given is None else given.tolist(), "k": k, "prefix_labels": prefix_labels,
             "attention_windows": attention_windows, "seed": seed,
+            "groups": None if groups is None else {"block_tokens": int_in_range(block_tokens, "block_tokens", 1),
+                                                   "words": {w: [int(t) for t in ids] for w, ids in groups.items()}},
             "unit_tokens": int(unit_tokens or min(UNIT_TOKENS, max(1 << 20, n_tokens // (4 * workers))))}
     if not 1 <= plan["unit_tokens"] <= MAX_UNIT_TOKENS:
         raise InputError(f"unit_tokens must be in 1..{MAX_UNIT_TOKENS}, got {plan['unit_tokens']}")
@@ -152,17 +159,21 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
     n_tokens = total_windows * window
     rows_pass = "next" in count or "prefix" in count
     # The first pass is skipped only when nothing needs it: given tokens, next-token rows alone.
-    first_pass = given is None or bool({"unigram", "bigram", "prefix"} & set(count))
+    first_pass = given is None or bool({"unigram", "bigram", "prefix", "groups"} & set(count))
     bar.start(n_tokens * (first_pass + rows_pass))
     arrays, tracked = {}, given
     if first_pass:
-        job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count)
+        rows = None if plan["groups"] is None else tuple(tuple(ids) for ids in plan["groups"]["words"].values())
+        job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count, groups=rows,
+                  block_tokens=1 if plan["groups"] is None else plan["groups"]["block_tokens"])
         first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, workers, ray, bar)
         if given is None and tokenizer is not None:
             tracked = most_frequent(first["unigram"], k, eligible=word_like_mask(tokenizer, first["unigram"]))
         arrays.update({name: first[name] for name in ("unigram", "next_position")})
     if "bigram" in count:
         arrays["bigram.keys"], arrays["bigram.counts"] = first["bigram.keys"], first["bigram.counts"]
+    if "groups" in count:
+        arrays.update(_group_arrays(first, len(plan["groups"]["words"]), vocab_size))
     if rows_pass:
         if tracked.size == 0:
             raise InputError("no word-like token occurs in the corpus: give the tokens to track")
@@ -180,7 +191,7 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
     if "sample" in count:
         arrays["sample_indices"], arrays["sample"] = _sample(specs, counts, window, documents,
                                                              plan["attention_windows"], seed)
-    manifest = {key: plan[key] for key in ("sources", "window", "documents", "vocab_size", "tokenizer")}
+    manifest = {key: plan[key] for key in ("sources", "window", "documents", "vocab_size", "tokenizer", "groups")}
     manifest.update(tokens=n_tokens, windows=total_windows, counted=list(count),
                     settings={"k": k, "tokens": "given" if given is not None else "chosen",
                               "prefix_labels": prefix_labels, "attention_windows": plan["attention_windows"],
@@ -301,19 +312,30 @@ def _sum_units(job: Job, units: list[Unit], work: Path, workers: int, ray: str |
         bar.update((unit.stop - unit.first) * job.window)
 
     run_units(job, todo, done, workers=workers, ray=ray)
-    total, pairs = {}, []
+    total, sparse = {}, {}
     for unit in units:
         arrays = load_file(str(work / f"{unit.name}.safetensors"))
-        if "bigram.keys" in arrays:
-            pairs.append((arrays.pop("bigram.keys"), arrays.pop("bigram.counts")))
+        for name in [name for name in arrays if name.endswith(".keys")]:
+            base = name.removesuffix(".keys")
+            sparse.setdefault(base, []).append((arrays.pop(name), arrays.pop(f"{base}.counts")))
         for name, a in arrays.items():
             if name in total:
                 total[name] += a
             else:
                 total[name] = a.astype(np.int64)
-    if job.bigram:
-        total["bigram.keys"], total["bigram.counts"] = sum_sparse(pairs)
+    for base, parts in sparse.items():
+        total[f"{base}.keys"], total[f"{base}.counts"] = sum_sparse(parts)
     return total
+
+
+def _group_arrays(first: dict[str, np.ndarray], n_rows: int, vocab_size: int) -> dict[str, np.ndarray]:
+    """The word-group pairs, summed with keys ``(block · rows + row) · V + next``, as the statistics
+    file's ``groups.block``, ``groups.row``, ``groups.next``, ``groups.counts`` and ``has_next``."""
+    keys = first["groups.keys"]
+    block_row, nxt = np.divmod(keys, vocab_size)
+    block, row = np.divmod(block_row, n_rows)
+    return {"groups.block": block, "groups.row": row, "groups.next": nxt, "groups.counts": first["groups.counts"],
+            "has_next": first["has_next"]}
 
 
 def _csr(rows: np.ndarray) -> dict[str, np.ndarray]:

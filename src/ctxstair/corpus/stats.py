@@ -26,7 +26,11 @@ The arrays of ``stats.safetensors`` (T tracked tokens, Y prefix labels, V the vo
 * ``sample`` (n, window) and ``sample_indices`` (n,): windows for the attention paths, drawn by a
   seeded permutation of all windows (:class:`ctxstair.lm.staircase.StaircaseSetup`'s rule);
 * ``bigram.keys`` (K,) = ``first · V + next`` ascending and ``bigram.counts`` (K,): every pair of
-  consecutive tokens of a window, when asked for.
+  consecutive tokens of a window, when asked for;
+* ``groups.block``, ``groups.row``, ``groups.next``, ``groups.counts`` (K,) and ``has_next`` (V,): the
+  word-group pairs of ``ctxstair semantics`` (the manifest's ``groups``: ``block_tokens`` and the
+  words with their token ids, in row order) per block of positions, and how often each id has a
+  next token inside its window, when asked for.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ worker gets it, from nothing but a picklable :class:`Job` and the :class:`Unit`,
 the Ray executors run the same function (:func:`count_unit`). Two passes:
 
 * ``unigram``: occurrences of every id inside windows, at positions >= 1 of a window (the prefix
-  labels' ranking), and optionally every pair of consecutive tokens (the full bigram table);
+  labels' ranking), and optionally every pair of consecutive tokens (the full bigram table) and
+  the word-group pairs of ``ctxstair semantics`` per block of positions;
 * ``rows``: for the tracked tokens T (chosen after the first pass, or given), the next-token rows
   over the whole vocabulary and the first-order prefix counts (T × labels × T).
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from ctxstair.corpus.sources import open_source, windows
 from ctxstair.errors import InputError
+from ctxstair.signatures.blocks import block_pair_counts
 from ctxstair.signatures.prefix import prefix_counts
 
 #: Tokens per piece read from a source and counted at once: bounded working memory per worker.
@@ -47,13 +49,14 @@ class SourceSpec:
 @dataclass(frozen=True)
 class Unit:
     """Windows ``first..stop-1`` of source ``source`` in pass ``phase``; ``index`` numbers the units
-    of a pass in corpus order."""
+    of a pass in corpus order, ``offset`` is the corpus-wide number of the unit's first window."""
 
     phase: str
     index: int
     source: int
     first: int
     stop: int
+    offset: int = 0
 
     @property
     def name(self) -> str:
@@ -64,7 +67,8 @@ class Unit:
 @dataclass(frozen=True)
 class Job:
     """What every unit of a count shares: sources, windows, vocabulary, and the tracked tokens and
-    labels of the ``rows`` pass (None in the ``unigram`` pass)."""
+    labels of the ``rows`` pass (None in the ``unigram`` pass), and the word-group rows (the token ids
+    of each word) with their block size."""
 
     sources: tuple[SourceSpec, ...]
     window: int
@@ -74,6 +78,8 @@ class Job:
     tokens: tuple[int, ...] | None = None
     labels: tuple[int, ...] | None = None
     next_rows: bool = True
+    groups: tuple[tuple[int, ...], ...] | None = None
+    block_tokens: int = 1000
 
 
 @functools.lru_cache(maxsize=64)
@@ -87,16 +93,18 @@ def split_units(phase: str, counts: list[int], window: int, unit_tokens: int) ->
     """Units of about ``unit_tokens`` tokens (whole windows, at least one) over sources with ``counts``
     windows each, in corpus order."""
     per_unit = max(1, min(unit_tokens, MAX_UNIT_TOKENS) // window)
-    units = []
+    units, offset = [], 0
     for source, n in enumerate(counts):
         for first in range(0, n, per_unit):
-            units.append(Unit(phase, len(units), source, first, min(n, first + per_unit)))
+            units.append(Unit(phase, len(units), source, first, min(n, first + per_unit), offset + first))
+        offset += n
     return units
 
 
 def pieces(job: Job, unit: Unit):
-    """The unit's windows, int64 (r, window), in pieces of about :data:`PIECE_TOKENS` tokens, each checked
-    against V (InputError naming the source)."""
+    """The unit's windows in pieces of about :data:`PIECE_TOKENS` tokens: ``(first, windows)``, the
+    corpus-wide number of the piece's first window and int64 (r, window), each checked against V
+    (InputError naming the source)."""
     index = _window_index(job.sources[unit.source], job.window, job.documents)
     step = max(1, PIECE_TOKENS // job.window)
     for first in range(unit.first, unit.stop, step):
@@ -105,7 +113,7 @@ def pieces(job: Job, unit: Unit):
         if top >= job.vocab_size:
             raise InputError(f"{job.sources[unit.source].path} holds token id {top}, outside the vocabulary of "
                              f"{job.vocab_size} ids (window {first + int(np.argmax(piece.max(axis=1)))})")
-        yield piece
+        yield unit.offset + first - unit.first, piece
 
 
 def count_unit(job: Job, unit: Unit) -> dict[str, np.ndarray]:
@@ -116,16 +124,23 @@ def count_unit(job: Job, unit: Unit) -> dict[str, np.ndarray]:
 def _count_unigram(job: Job, unit: Unit) -> dict[str, np.ndarray]:
     V = job.vocab_size
     unigram, later = np.zeros(V, dtype=np.int64), np.zeros(V, dtype=np.int64)
-    pairs = []
-    for piece in pieces(job, unit):
+    pairs, grouped, has_next = [], [], np.zeros(V, dtype=np.int64)
+    for first, piece in pieces(job, unit):
         unigram += np.bincount(piece.ravel(), minlength=V)
         later += np.bincount(piece[:, 1:].ravel(), minlength=V)
         if job.bigram:
             keys, counts = np.unique(piece[:, :-1] * V + piece[:, 1:], return_counts=True)
             pairs.append((keys, counts))
+        if job.groups is not None:
+            has_next += np.bincount(piece[:, :-1].ravel(), minlength=V)
+            block, row, nxt, count = block_pair_counts(piece, job.groups, job.block_tokens, first * job.window)
+            grouped.append(((block * len(job.groups) + row) * V + nxt, count))
     out = {"unigram": unigram, "next_position": later}
     if job.bigram:
         out["bigram.keys"], out["bigram.counts"] = sum_sparse(pairs)
+    if job.groups is not None:
+        out["has_next"] = has_next
+        out["groups.keys"], out["groups.counts"] = sum_sparse(grouped)
     return out
 
 
@@ -140,7 +155,7 @@ def _count_rows(job: Job, unit: Unit) -> dict[str, np.ndarray]:
     if job.labels is not None:
         labels = np.asarray(job.labels, dtype=np.int64)
         accumulated = (np.zeros((tokens.size, labels.size, tokens.size)), np.zeros(tokens.size))
-    for piece in pieces(job, unit):
+    for _, piece in pieces(job, unit):
         if job.next_rows:
             first = row[piece[:, :-1]]
             chosen = first >= 0

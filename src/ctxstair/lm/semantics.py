@@ -44,6 +44,7 @@ from scipy.spatial.distance import pdist, squareform
 from ctxstair.errors import InputError
 from ctxstair.lm.corpus import SYNTHETIC_GROUPS, WordGroup
 from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.signatures.blocks import block_pair_counts
 
 #: The number each kind of group is scored by (the key ``measure`` of its result).
 MEASURES = {"ordered": "|Spearman(PC1, order)|", "cyclic": "cycle neighbours recovered",
@@ -115,7 +116,48 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
     found, missing = _find_words(tokenizer, groups, occurrences, min_count)
     rows = list(dict.fromkeys(w for words in found.values() for w in words))  # one row per word
     tokens_of = {w: tokens for words in found.values() for w, tokens in words.items()}
-    counts = BlockBigramCounts(ids, [tokens_of[w] for w in rows], block_tokens)
+    counts = BlockBigramCounts.of_stream(ids, [tokens_of[w] for w in rows], block_tokens)
+    corpus = {"n_tokens": int(ids.size), "vocab_size": int(V), "block_tokens": block_tokens}
+    return _structure(counts, rows, found, missing, groups, corpus, min_count, n_permutations, bootstrap, seed)
+
+
+def group_structure_from_stats(stats, tokenizer: TextTokenizer, groups: dict[str, WordGroup] = SYNTHETIC_GROUPS,
+                               min_count: int = 5, *, n_permutations: int = 1000, bootstrap: int = 200,
+                               seed: int = 0) -> dict:
+    """:func:`group_structure` from a statistics directory (``ctxstair corpus count --count ...,groups``,
+    a :class:`~ctxstair.corpus.CorpusStats` or its path) counted with ``tokenizer``: the pairs inside
+    its windows and its blocks of positions (the blocks' size is the count's). Equal to
+    :func:`group_structure` of the same tokens when the windows are the whole stream; shorter windows
+    leave out the pairs that cross a window's end. Words of ``groups`` the count did not track are
+    reported missing."""
+    from ctxstair.corpus import CorpusStats
+
+    _check_counts(min_count=min_count, n_permutations=n_permutations, bootstrap=bootstrap)
+    _check_groups(groups)
+    stats = stats if isinstance(stats, CorpusStats) else CorpusStats(stats)
+    stats.require("groups")
+    stats.check_tokenizer(tokenizer)
+    counted = stats.manifest["groups"]
+    found, missing = _find_words(tokenizer, groups, stats.array("has_next"), min_count)
+    for name in groups:
+        for word in [w for w in found[name] if w not in counted["words"]]:
+            missing[name][word] = "not counted in the statistics"
+            del found[name][word]
+    rows = list(dict.fromkeys(w for words in found.values() for w in words))
+    new_row = np.array([rows.index(w) if w in rows else -1 for w in counted["words"]], dtype=np.int64)
+    block, row, nxt, count = (stats.array(f"groups.{name}") for name in ("block", "row", "next", "counts"))
+    keep = new_row[row] >= 0
+    N, L = stats.manifest["tokens"], counted["block_tokens"]
+    counts = BlockBigramCounts(block[keep], new_row[row[keep]], nxt[keep], count[keep], len(rows),
+                               math.ceil((N - 1) / L))
+    corpus = {"n_tokens": int(N), "vocab_size": stats.vocab_size, "block_tokens": L}
+    return _structure(counts, rows, found, missing, groups, corpus, min_count, n_permutations, bootstrap, seed)
+
+
+def _structure(counts: BlockBigramCounts, rows: list[str], found: dict, missing: dict, groups: dict[str, WordGroup],
+               corpus: dict, min_count: int, n_permutations: int, bootstrap: int, seed: int) -> dict:
+    """The scores, nulls and bootstrap intervals of :func:`group_structure` from the block counts of
+    ``rows`` (the words found)."""
     listed = {name: list(found[name]) for name in groups}
     kinds = {name: group.kind for name, group in groups.items()}
 
@@ -140,9 +182,9 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
                 if value is not None:
                     replicates[key].append(value)
 
-    result: dict = {"n_tokens": int(ids.size), "vocab_size": int(V),
+    result: dict = {"n_tokens": corpus["n_tokens"], "vocab_size": corpus["vocab_size"],
                     "null": {"n_permutations": n_permutations, "seed": seed},
-                    "bootstrap": {"replicates": bootstrap, "block_tokens": block_tokens,
+                    "bootstrap": {"replicates": bootstrap, "block_tokens": corpus["block_tokens"],
                                   "n_blocks": counts.n_blocks, "seed": seed},
                     "groups": {}}
     total_of = dict(zip(rows, counts.totals(counts.cells_total).tolist()))
@@ -158,48 +200,42 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
 
 class BlockBigramCounts:
     """Counts of the pairs ``(x_s, x_{s+1})`` whose first token belongs to given rows (words),
-    per block of ``block_tokens`` consecutive positions ``s``, kept sparse.
+    per block of consecutive positions, kept sparse. Built from a text's ids (:meth:`of_stream`) or
+    from the counts of a statistics directory (:func:`group_structure_from_stats`).
 
     Args:
-        ids: (N,) the encoded corpus.
-        row_tokens: per row (word), the token ids pooled into it (a token may serve several rows).
-        block_tokens: L; the pair at position ``s`` belongs to block ``s // L``.
+        block, row, nxt, count: (K,) int entries of :func:`~ctxstair.signatures.blocks.block_pair_counts`.
+        n_rows: the rows (words).
+        n_blocks: the blocks the bootstrap draws from (also those without a pair).
 
     Attributes:
-        n_blocks: ``ceil((N − 1) / L)``.
+        n_blocks: as given (``ceil((N − 1) / L)`` for N positions in blocks of L).
         columns: (C,) the next tokens that follow any row's token somewhere, ascending.
         cells: (K,) flat indices ``row · C + column`` of the (row, next token) cells that occur.
         by_block: sparse (n_blocks, K) counts of each cell in each block.
         cells_total: (K,) counts over the whole corpus.
     """
 
-    def __init__(self, ids: np.ndarray, row_tokens: list[list[int]], block_tokens: int):
-        ids = np.asarray(ids, dtype=np.int64)
-        self.n_rows = len(row_tokens)
-        self.n_blocks = max(1, math.ceil((ids.size - 1) / block_tokens))
-        pair_token = np.array([t for tokens in row_tokens for t in tokens], dtype=np.int64)
-        pair_row = np.array([r for r, tokens in enumerate(row_tokens) for _ in tokens], dtype=np.int64)
-        order = np.argsort(pair_token, kind="stable")
-        pair_token, pair_row = pair_token[order], pair_row[order]
-        first = ids[:-1]
-        positions = np.flatnonzero(np.isin(first, pair_token))
-        # Expand each position into one entry per row its token serves (usually exactly one).
-        left = np.searchsorted(pair_token, first[positions], side="left")
-        right = np.searchsorted(pair_token, first[positions], side="right")
-        repeats = right - left
-        entry = np.repeat(left - np.cumsum(repeats) + repeats, repeats) + np.arange(repeats.sum())
-        positions = np.repeat(positions, repeats)
-        rows = pair_row[entry]
-        self.columns, column = np.unique(ids[positions + 1], return_inverse=True)
+    def __init__(self, block: np.ndarray, row: np.ndarray, nxt: np.ndarray, count: np.ndarray, n_rows: int,
+                 n_blocks: int):
+        self.n_rows, self.n_blocks = n_rows, max(1, n_blocks)
+        self.columns, column = np.unique(nxt, return_inverse=True)
         C = max(1, self.columns.size)
         self.n_columns = C
-        flat = rows * C + column
+        flat = np.asarray(row, dtype=np.int64) * C + column
         self.cells, cell = np.unique(flat, return_inverse=True)
-        block = positions // block_tokens
-        self.by_block = sp.csr_matrix((np.ones(flat.size), (block, cell)),
+        self.by_block = sp.csr_matrix((np.asarray(count, dtype=np.float64), (block, cell)),
                                       shape=(self.n_blocks, self.cells.size))
         self.by_block.sum_duplicates()
         self.cells_total = np.asarray(self.by_block.sum(axis=0)).ravel()
+
+    @classmethod
+    def of_stream(cls, ids: np.ndarray, row_tokens: list[list[int]], block_tokens: int) -> BlockBigramCounts:
+        """The counts of an encoded corpus ids (N,): every adjacent pair, blocks of ``block_tokens``
+        positions."""
+        ids = np.asarray(ids, dtype=np.int64)
+        counts = block_pair_counts(ids[None, :], row_tokens, block_tokens)
+        return cls(*counts, n_rows=len(row_tokens), n_blocks=math.ceil((ids.size - 1) / block_tokens))
 
     def totals(self, cell_counts: np.ndarray) -> np.ndarray:
         """(rows,) the pair count of each row from (K,) cell counts."""
