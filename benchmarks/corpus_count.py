@@ -12,8 +12,8 @@ What is measured, each as a rate in M tokens/s of one process, and the ratios th
 
 * ``np.bincount`` of the same tokens read from the memmap in pieces (a counting pass's limit);
 * the whole path (reader, windows, units, counts, merge, files) for the next-token rows alone;
-* the prefix counts: today's pair-list algorithm (``benchmarks/prefix_counts.py``'s copy) per core
-  against ``corpus count``'s prefix pass on the same tokens;
+* the prefix counts: ``signatures.prefix_counts`` on windows in memory per core against ``corpus
+  count``'s prefix pass on the same tokens;
 * the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers;
 * peak RSS of the whole process tree (the command and its workers, sampled every 50 ms) for the
   default count at 100 M tokens and, with ``--tokens``, at that size;
@@ -79,14 +79,13 @@ def count_rate(path: Path, out: Path, **options) -> float:
 
 
 def old_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> float:
-    """M tokens/s of the pair-list prefix counts this project had before (``benchmarks/prefix_counts.py``)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from prefix_counts import _pair_list_prefix_counts
+    """M tokens/s of ``signatures.prefix_counts`` called directly on pieces of windows (the in-memory path)."""
+    from ctxstair.signatures import prefix_counts
 
     windows = np.memmap(path, dtype=np.uint16, mode="r")[: n_tokens // WINDOW * WINDOW].reshape(-1, WINDOW)
     start = time.perf_counter()
     for first in range(0, windows.shape[0], PIECE // WINDOW):
-        _pair_list_prefix_counts(windows[first:first + PIECE // WINDOW].astype(np.int64), tokens, labels, tokens)
+        prefix_counts(windows[first:first + PIECE // WINDOW].astype(np.int64), tokens, labels, tokens)
     return windows.size / (time.perf_counter() - start) / 1e6
 
 
@@ -191,7 +190,7 @@ def main() -> None:
         sub = 20_000_000
         np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
         old = old_prefix_rate(path, sub, tokens, labels)
-        rows.append(("prefix counts 200 × 1,000 × 200, the pair-list algorithm before (20 M tokens)", old, old / base))
+        rows.append(("prefix counts 200 × 1,000 × 200, `prefix_counts` in memory (20 M tokens)", old, old / base))
         new = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens, unit_tokens=1 << 27)
         rows.append(("whole path, prefix counts (with its unigram pass; 20 M tokens)", new, new / base))
         one = count_rate(path, folder / "one", tokens=tokens, workers=1)
