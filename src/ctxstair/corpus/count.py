@@ -108,11 +108,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     documents = _choice(documents, ("joined", "separate"), "documents")
     window = int_in_range(window, "window", 2)
     workers = int_in_range(workers, "workers", 1)
-    if vocab_size is None:
-        if tokenizer is None:
-            raise InputError("give the tokenizer the corpus was tokenized with, or vocab_size")
-        vocab_size = tokenizer.vocab_size
-    vocab_size = int_in_range(vocab_size, "vocab_size", 1)
+    vocab_size = _vocab_size(vocab_size, tokenizer)
     if tokens is None and tokenizer is None and ("next" in count or "prefix" in count):
         raise InputError("the tracked tokens are chosen with the tokenizer: give a tokenizer or the tokens")
     given = None if tokens is None else check_id_subset(np.asarray(tokens), vocab_size, "tokens")
@@ -198,6 +194,15 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
                               "seed": seed})
     write_stats(folder, arrays, manifest)
     shutil.rmtree(work)
+
+
+def _vocab_size(vocab_size: int | None, tokenizer) -> int:
+    """V as given, else the tokenizer's."""
+    if vocab_size is None:
+        if tokenizer is None:
+            raise InputError("give the tokenizer the corpus was tokenized with, or vocab_size")
+        vocab_size = tokenizer.vocab_size
+    return int_in_range(vocab_size, "vocab_size", 1)
 
 
 def _check_budget(count: tuple[str, ...], n_tracked: int, prefix_labels: int, vocab_size: int, workers: int,
