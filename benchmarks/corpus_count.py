@@ -78,7 +78,7 @@ def count_rate(path: Path, out: Path, **options) -> float:
     return stats.manifest["tokens"] / seconds / 1e6
 
 
-def old_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> float:
+def in_memory_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> float:
     """M tokens/s of ``signatures.prefix_counts`` called directly on pieces of windows (the in-memory path)."""
     from ctxstair.signatures import prefix_counts
 
@@ -189,8 +189,9 @@ def main() -> None:
         rows.append(("whole path, next-token rows of 200 tokens × 50,000", nxt, nxt / base))
         sub = 20_000_000
         np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
-        old = old_prefix_rate(path, sub, tokens, labels)
-        rows.append(("prefix counts 200 × 1,000 × 200, `prefix_counts` in memory (20 M tokens)", old, old / base))
+        in_memory = in_memory_prefix_rate(path, sub, tokens, labels)
+        rows.append(("prefix counts 200 × 1,000 × 200, `prefix_counts` in memory (20 M tokens)", in_memory,
+                     in_memory / base))
         new = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens, unit_tokens=1 << 27)
         rows.append(("whole path, prefix counts (with its unigram pass; 20 M tokens)", new, new / base))
         one = count_rate(path, folder / "one", tokens=tokens, workers=1)
@@ -203,8 +204,8 @@ def main() -> None:
         print("|---|---|---|")
         for name, rate, ratio in rows:
             print(f"| {name} | {rate:.2f} | {ratio:.2f} |")
-        print(f"\nprefix counts, new / old per core: {new / old:.2f}×; two workers / one: {two / one:.2f}×; "
-              f"next-token rows / bincount: {nxt / base:.2f}")
+        print(f"\nprefix counts, whole path / in memory per core: {new / in_memory:.2f}×; "
+              f"two workers / one: {two / one:.2f}×; next-token rows / bincount: {nxt / base:.2f}")
         print(f"text: encode_batch {library:.2f} M tokens/s; corpus tokenize {text_one:.2f} (1 worker), "
               f"{text_two:.2f} (2 workers)")
         seconds, peak = command_count(path, folder / "cmd", workers=2)

@@ -230,3 +230,18 @@ def test_counting_in_pieces_changes_nothing(monkeypatch, tmp_path):
         np.testing.assert_allclose(pieces[1], whole[1], rtol=1e-12)  # weighted sums in another order
         np.testing.assert_array_equal(pieces[2], whole[2])
         np.testing.assert_array_equal(pieces[3], whole[3])
+
+
+def test_prefix_counts_added_into_out_piece_by_piece_equal_one_call():
+
+    rng = np.random.default_rng(7)
+    windows = rng.integers(0, 30, size=(40, 12))
+    tokens, labels = np.arange(0, 30, 3), np.arange(0, 30, 2)
+    whole = prefix_module.prefix_counts(windows, tokens, labels, tokens)
+    out = (np.zeros(whole[0].shape), np.zeros(tokens.size))
+    for piece in (windows[:13], windows[13:]):
+        assert prefix_module.prefix_counts(piece, tokens, labels, tokens, out=out)[0] is out[0]
+    np.testing.assert_array_equal(out[0], whole[0])
+    np.testing.assert_array_equal(out[1], whole[1])
+    with pytest.raises(InputError, match="out must be"):
+        prefix_module.prefix_counts(windows, tokens, labels, tokens, out=(np.zeros(3), np.zeros(tokens.size)))

@@ -99,14 +99,12 @@ def cmd_count(args: argparse.Namespace) -> None:
 
 def cmd_tokenize(args: argparse.Namespace) -> None:
     """Tokenize, then print what was written."""
-    from ctxstair.corpus import tokenize_files
+    from ctxstair.corpus import open_source, tokenize_files
     from ctxstair.lm.tokenizer import TextTokenizer
 
     started = time.monotonic()
     index = tokenize_files(args.files, TextTokenizer.named(args.tokenizer), args.out, field=args.field,
                            workers=args.workers)
-    from ctxstair.corpus import open_source
-
     source = open_source(index)
     seconds = time.monotonic() - started
     print(f"wrote {index.with_suffix('.bin')} and {index}: {source.n_tokens:,} tokens in "

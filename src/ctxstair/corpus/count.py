@@ -35,7 +35,17 @@ from ctxstair.checks import check_dense_size, check_id_subset, int_in_range
 from ctxstair.corpus.executors import run_units
 from ctxstair.corpus.sources import open_source, windows
 from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, tokenizer_identity, write_stats
-from ctxstair.corpus.units import MAX_UNIT_TOKENS, ROWS, UNIGRAM, Job, SourceSpec, Unit, split_units, sum_sparse
+from ctxstair.corpus.units import (
+    MAX_UNIT_TOKENS,
+    ROWS,
+    UNIGRAM,
+    Job,
+    SourceSpec,
+    Unit,
+    split_units,
+    sum_sparse,
+    window_index,
+)
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text, claim_output
 from ctxstair.signatures.frequent import label_set, most_frequent
@@ -356,15 +366,10 @@ def _sample(specs, counts, window, documents, n, seed) -> tuple[np.ndarray, np.n
     chosen = np.random.default_rng(seed).permutation(sum(counts))[:n]
     starts = np.cumsum([0, *counts])
     sample = np.empty((chosen.size, window), dtype=np.int64)
-    indexes = {}
     for row, index in enumerate(chosen):
         source = int(np.searchsorted(starts, index, side="right")) - 1
-        if source not in indexes:
-            spec = specs[source]
-            indexes[source] = windows(open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column),
-                                      window, documents)
         local = int(index - starts[source])
-        sample[row] = indexes[source].read(local, local + 1)[0]
+        sample[row] = window_index(specs[source], window, documents).read(local, local + 1)[0]
     return chosen.astype(np.int64), sample
 
 

@@ -83,8 +83,8 @@ class Job:
 
 
 @functools.lru_cache(maxsize=64)
-def _window_index(spec: SourceSpec, window: int, documents: str):
-    """The windows of a source, opened once per process."""
+def window_index(spec: SourceSpec, window: int, documents: str):
+    """The windows of a source (:func:`ctxstair.corpus.sources.windows`), opened once per process."""
     source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column)
     return windows(source, window, documents)
 
@@ -105,7 +105,7 @@ def pieces(job: Job, unit: Unit):
     """The unit's windows in pieces of about :data:`PIECE_TOKENS` tokens: ``(first, windows)``, the
     corpus-wide number of the piece's first window and int64 (r, window), each checked against V
     (InputError naming the source)."""
-    index = _window_index(job.sources[unit.source], job.window, job.documents)
+    index = window_index(job.sources[unit.source], job.window, job.documents)
     step = max(1, PIECE_TOKENS // job.window)
     for first in range(unit.first, unit.stop, step):
         piece = index.read(first, min(unit.stop, first + step))
@@ -161,9 +161,7 @@ def _count_rows(job: Job, unit: Unit) -> dict[str, np.ndarray]:
             chosen = first >= 0
             rows += np.bincount(first[chosen] * V + piece[:, 1:][chosen], minlength=rows.size)
         if job.labels is not None:
-            counts, events = prefix_counts(piece, tokens, labels, tokens)
-            accumulated[0].__iadd__(counts)
-            accumulated[1].__iadd__(events)
+            prefix_counts(piece, tokens, labels, tokens, out=accumulated)
     if job.next_rows:
         out["next_rows"] = rows.reshape(tokens.size, V)
     if job.labels is not None:

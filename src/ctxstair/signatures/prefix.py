@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ctxstair.checks import as_array, check_dense_size, check_id_subset, check_vocab_tables
+from ctxstair.errors import InputError
 from ctxstair.signatures.next_token import window_chunks
 
 #: Most (event, earlier context token) pairs built at once: arrays of 8 bytes x this, a few copies.
@@ -69,10 +70,12 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
 
 
 def prefix_counts(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray, context: np.ndarray,
-                  max_bytes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  max_bytes: int | None = None, out: tuple[np.ndarray, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """The integer counts behind :func:`prefix_signature` (SPEC §7), exact in float64 up to 2^53.
 
-    Args: as :func:`prefix_signature`.
+    Args: as :func:`prefix_signature`, and ``out``: float64 ``(counts, events)`` of the shapes below to
+        add this call's counts into (a corpus counted piece by piece allocates its result once).
 
     Returns:
         ``(counts, events)``: float64 (len(tokens), len(labels), len(context)), the number of positions
@@ -94,9 +97,11 @@ def prefix_counts(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray, c
     # id -> index within each subset, -1 outside it; ids that do not occur in windows need no slot.
     present = bound  # ids that occur in windows are below it
     token_index, label_index, context_index = (_index_of(ids, present) for ids in (tokens, labels, context))
-    counts = np.zeros(shape)
-    flat_counts = counts.reshape(-1)
-    events = np.zeros(tokens.size)  # positions s < T-1 holding α
+    counts, events = out if out is not None else (np.zeros(shape), np.zeros(tokens.size))
+    if (counts.shape, events.shape) != (shape, (tokens.size,)) or {counts.dtype, events.dtype} != {np.dtype(float)} \
+            or not counts.flags.c_contiguous:
+        raise InputError(f"out must be float64 arrays of shapes {shape} and {(tokens.size,)}, the first contiguous")
+    flat_counts = counts.reshape(-1)  # a view of the contiguous counts, added into in place
     T = windows.shape[1]
     # A window has T-1 events with at most min(T-2, len(context)) pairs each; T also bounds its tokens.
     _, pieces = window_chunks(windows, bound,
