@@ -103,7 +103,8 @@ def cmd_semantics(args: argparse.Namespace) -> None:
     if args.stats is not None and trained:
         raise InputError("with --stats, --tokenizer names the tokenizer the statistics were counted with")
     if args.corpus is not None and not trained and args.tokenizer != "gpt2":
-        raise InputError(f"--tokenizer must be bpe, word or gpt2 for a corpus, got {args.tokenizer!r}")
+        raise InputError(f"argument --tokenizer: invalid choice: {args.tokenizer!r} for a corpus (choose from bpe, "
+                         "word, gpt2; other tokenizers with --stats)")
     given = None if trained else TextTokenizer.named(args.tokenizer)
     source, checkpoint = _last_checkpoint(args.model) if args.model is not None else (None, None)
     options = dict(min_count=args.min_count, n_permutations=args.permutations, bootstrap=args.bootstrap,
