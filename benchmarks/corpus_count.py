@@ -10,10 +10,14 @@ Tracked tokens: the 200 most frequent ids; prefix labels: 1,000.
 
 What is measured, each as a rate in M tokens/s of one process, and the ratios the issue asks for:
 
-* ``np.bincount`` of the same tokens read from the memmap in pieces (a counting pass's limit);
-* the whole path (reader, windows, units, counts, merge, files) for the next-token rows alone;
+* ``np.bincount`` of the same tokens read from the memmap in pieces (a counting pass's limit), and
+  of the tokens copied to int64 first (what a count on int64 ids pays);
+* the whole path (reader, windows, units, counts, merge, files) for the next-token rows alone, next
+  to its two numpy passes in memory (the row lookup and the ``np.add.at`` scatter), the bound of
+  this way of counting in numpy;
 * the prefix counts: ``signatures.prefix_counts`` on windows in memory per core against ``corpus
-  count``'s prefix pass on the same tokens;
+  count``'s prefix pass on the same tokens, and the scatter alone of as many pairs (the bound of a
+  pair-list count);
 * the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers;
 * peak RSS of the whole process tree (the command and its workers, sampled every 50 ms) for the
   default count at 100 M tokens and, with ``--tokens``, at that size;
@@ -66,6 +70,45 @@ def bincount_rate(path: Path) -> float:
     for first in range(0, tokens.size, PIECE):
         total += np.bincount(tokens[first:first + PIECE], minlength=V)
     return tokens.size / (time.perf_counter() - start) / 1e6
+
+
+def int64_bincount_rate(path: Path) -> float:
+    """M tokens/s of ``np.bincount`` when every piece is first copied to int64 ids."""
+    tokens = np.memmap(path, dtype=np.uint16, mode="r")
+    start = time.perf_counter()
+    for first in range(0, tokens.size, PIECE):
+        np.bincount(tokens[first:first + PIECE].astype(np.int64), minlength=V)
+    return tokens.size / (time.perf_counter() - start) / 1e6
+
+
+def rows_bound_rates(path: Path, tokens: np.ndarray) -> tuple[float, float]:
+    """M tokens/s of the two numpy passes the next-token rows need, in memory, without the rest of
+    the path: the scatter alone (``np.add.at`` of one precomputed key per position into the
+    (201 · V,) table) and the row lookup plus the scatter (what the count does per piece)."""
+    ids = np.asarray(np.memmap(path, dtype=np.uint16, mode="r")[: 4 * PIECE]).reshape(-1, WINDOW)
+    row_start = np.full(V, tokens.size * V, dtype=np.int32)
+    row_start[tokens] = np.arange(tokens.size) * V
+    rows = np.zeros((tokens.size + 1) * V, dtype=np.int64)
+    keys = row_start[ids[:, :-1]] + ids[:, 1:]
+    start = time.perf_counter()
+    np.add.at(rows, keys.reshape(-1), 1)
+    scatter = ids.size / (time.perf_counter() - start) / 1e6
+    start = time.perf_counter()
+    key = row_start[ids[:, :-1]]
+    key += ids[:, 1:]
+    np.add.at(rows, key.reshape(-1), 1)
+    return scatter, ids.size / (time.perf_counter() - start) / 1e6
+
+
+def prefix_scatter_rate(n_tokens: int, n_pairs: int) -> float:
+    """M tokens/s that the pair-list prefix count would reach if it did nothing but its scatter:
+    ``np.add.at`` of ``n_pairs`` ones (the (event, earlier context token) pairs of ``n_tokens``
+    tokens, here at uniformly random places) into the (200, 1,000, 200) float64 counts."""
+    counts = np.zeros(K * LABELS * K)
+    flat = np.random.default_rng(0).integers(0, counts.size, n_pairs)
+    start = time.perf_counter()
+    np.add.at(counts, flat, 1.0)
+    return n_tokens / (time.perf_counter() - start) / 1e6
 
 
 def count_rate(path: Path, out: Path, **options) -> float:
@@ -185,8 +228,15 @@ def main() -> None:
         rows = []
         base = bincount_rate(path)
         rows.append(("`np.bincount` of the tokens (memmap, pieces of 16 M)", base, 1.0))
+        wide = int64_bincount_rate(path)
+        rows.append(("`np.bincount` of the same tokens copied to int64 first", wide, wide / base))
         nxt = count_rate(path, folder / "next", count="next", tokens=tokens, unit_tokens=1 << 27)
         rows.append(("whole path, next-token rows of 200 tokens × 50,000", nxt, nxt / base))
+        scatter, lookup_scatter = rows_bound_rates(path, tokens)
+        rows.append(("next-token rows' scatter alone (`np.add.at`, one key per position, in memory)", scatter,
+                     scatter / base))
+        rows.append(("next-token rows' lookup + scatter, in memory (the two passes per piece)", lookup_scatter,
+                     lookup_scatter / base))
         sub = 20_000_000
         np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
         in_memory = in_memory_prefix_rate(path, sub, tokens, labels)
@@ -194,6 +244,12 @@ def main() -> None:
                      in_memory / base))
         new = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens, unit_tokens=1 << 27)
         rows.append(("whole path, prefix counts (with its unigram pass; 20 M tokens)", new, new / base))
+        from ctxstair.corpus import read_stats
+
+        n_pairs = int(read_stats(folder / "prefix").array("prefix_counts").sum(dtype=np.int64))
+        floor = prefix_scatter_rate(sub, n_pairs)
+        rows.append((f"prefix counts' scatter alone ({n_pairs / sub:.2f} pairs per token, `np.add.at`)", floor,
+                     floor / base))
         one = count_rate(path, folder / "one", tokens=tokens, workers=1)
         two = count_rate(path, folder / "two", tokens=tokens, workers=2)
         rows.append(("default count (unigram, rows, prefix, sample), 1 worker", one, one / base))
@@ -204,8 +260,9 @@ def main() -> None:
         print("|---|---|---|")
         for name, rate, ratio in rows:
             print(f"| {name} | {rate:.2f} | {ratio:.2f} |")
-        print(f"\nprefix counts, whole path / in memory per core: {new / in_memory:.2f}×; "
-              f"two workers / one: {two / one:.2f}×; next-token rows / bincount: {nxt / base:.2f}")
+        print(f"\nprefix counts, whole path / in memory per core: {new / in_memory:.2f}×; in memory / its scatter "
+              f"alone: {in_memory / floor:.2f}; two workers / one: {two / one:.2f}×; next-token rows / bincount: "
+              f"{nxt / base:.2f}, / their lookup + scatter in memory: {nxt / lookup_scatter:.2f}")
         print(f"text: encode_batch {library:.2f} M tokens/s; corpus tokenize {text_one:.2f} (1 worker), "
               f"{text_two:.2f} (2 workers)")
         seconds, peak = command_count(path, folder / "cmd", workers=2)

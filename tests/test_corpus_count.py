@@ -214,6 +214,10 @@ def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
     _refused(_cli("count", "train.bin", "--vocab-size", "20", *base, "--out", "small", cwd=tmp_path),
              "outside the vocabulary of 20")
     assert not (tmp_path / "small").exists()
+    # A signed dtype can hold a negative id, which an index would read from the end of a table.
+    (tmp_path / "signed.bin").write_bytes(np.array([3, 5, -4, 7] * 40, dtype=np.int32).tobytes())
+    _refused(_cli("count", "signed.bin", "--dtype", "int32", "--vocab-size", str(V), *base, "--out", "n",
+                  cwd=tmp_path), "token id -4")
     np.save(tmp_path / "floats.npy", np.ones(100))
     _refused(_cli("count", "floats.npy", "--vocab-size", str(V), *base, "--out", "f", cwd=tmp_path), "floats.npy")
     (tmp_path / "odd.bin").write_bytes(b"\x01\x00\x02")
@@ -232,7 +236,7 @@ def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
                   cwd=tmp_path), "ids")
     (tmp_path / "text.txt").write_text("hello\n")
     _refused(_cli("count", "text.txt", "--vocab-size", str(V), *base, "--out", "t", cwd=tmp_path), "tokenize")
-    for name in ("small", "f", "o", "c", "p", "t"):
+    for name in ("small", "n", "f", "o", "c", "p", "t"):
         assert not (tmp_path / name).exists(), name
 
 

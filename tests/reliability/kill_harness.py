@@ -136,8 +136,9 @@ def describe(out: Path) -> str:
 
 def assert_same_files(out: Path, reference: Path) -> None:
     got, want = run_contents(out), run_contents(reference)
-    assert sorted(got) == sorted(want)
-    assert [name for name in want if got[name] != want[name]] == []
+    assert sorted(got) == sorted(want), f"files differ: {sorted(set(got) ^ set(want))}"
+    differing = [name for name in want if got[name] != want[name]]
+    assert differing == [], f"contents differ from the uninterrupted run: {differing}"
     assert not [p for p in out.rglob("*") if p.name.startswith(".")]  # no temporaries left behind
 
 

@@ -29,10 +29,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from ctxstair.checks import check_dense_size, check_id_subset, int_in_range
-from ctxstair.corpus.executors import run_units
+from ctxstair.corpus.executors import Executor
 from ctxstair.corpus.sources import open_source, windows
 from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, tokenizer_identity, write_stats
 from ctxstair.corpus.units import (
@@ -104,8 +104,10 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
         dtype, column: the token dtype of flat ``.bin`` files, the token column of tables.
         workers: local worker processes; ray: a Ray address (``local``, ``auto`` or an address),
             instead of local processes.
-        unit_tokens: tokens per work unit (default: a quarter of the corpus per worker, at most
-            :data:`UNIT_TOKENS`); a resumed count keeps its plan's.
+        unit_tokens: tokens per work unit (default: an equal share of the corpus per worker, at most
+            :data:`UNIT_TOKENS`: every unit writes its dense counts, about 240 MB at the defaults, so
+            fewer, larger units cost less; a unit of the default size counts for about 15 s per core, a
+            kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
         progress: show a progress bar (tokens, rate, time left) on stderr.
     """
@@ -128,7 +130,6 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     total_windows = sum(counts)
     if total_windows == 0:
         raise InputError(f"the sources hold no window of {window} tokens")
-    n_tokens = total_windows * window
     _check_budget(count, k if given is None else given.size, prefix_labels, vocab_size, workers, max_bytes)
     plan = {"sources": [_describe(spec) for spec in specs], "window": window, "documents": documents,
             "vocab_size": vocab_size, "tokenizer": _tokenizer_of(specs, tokenizer), "count": list(count),
@@ -136,14 +137,15 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             "attention_windows": attention_windows, "seed": seed,
             "groups": None if groups is None else {"block_tokens": int_in_range(block_tokens, "block_tokens", 1),
                                                    "words": {w: [int(t) for t in ids] for w, ids in groups.items()}},
-            "unit_tokens": int(unit_tokens or min(UNIT_TOKENS, max(1 << 20, n_tokens // (4 * workers))))}
+            "unit_tokens": int(unit_tokens or min(UNIT_TOKENS, max(1 << 20, -(-total_windows // workers) * window)))}
     if not 1 <= plan["unit_tokens"] <= MAX_UNIT_TOKENS:
         raise InputError(f"unit_tokens must be in 1..{MAX_UNIT_TOKENS}, got {plan['unit_tokens']}")
     output = claim_output(out, resume=resume, force=force, what="statistics directory",
                           start=lambda folder: _write_plan(folder, plan), same=lambda folder: _same_plan(folder, plan))
     bar = _Progress(progress)
     try:
-        _count(output.path, specs, counts, plan, count, given, tokenizer, workers, ray, bar)
+        with Executor(workers, ray) as executor:
+            _count(output.path, specs, counts, plan, count, given, tokenizer, executor, bar)
     except InputError:
         if not output.resumed:  # bad data found while counting: nothing half-written stays
             shutil.rmtree(output.path, ignore_errors=True)
@@ -155,7 +157,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
 
 
 def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict, count: tuple[str, ...],
-           given: np.ndarray | None, tokenizer, workers: int, ray: str | None, bar: _Progress) -> None:
+           given: np.ndarray | None, tokenizer, executor: Executor, bar: _Progress) -> None:
     """The passes of :func:`count_corpus` (module docstring) into the claimed ``folder``."""
     work = folder / WORK
     plan = json.loads((work / "plan.json").read_text())  # a resumed count keeps its units
@@ -172,7 +174,7 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
         rows = None if plan["groups"] is None else tuple(tuple(ids) for ids in plan["groups"]["words"].values())
         job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count, groups=rows,
                   block_tokens=1 if plan["groups"] is None else plan["groups"]["block_tokens"])
-        first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, workers, ray, bar)
+        first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, executor, bar)
         if given is None and tokenizer is not None:
             tracked = most_frequent(first["unigram"], k, eligible=word_like_mask(tokenizer, first["unigram"]))
         arrays.update({name: first[name] for name in ("unigram", "next_position")})
@@ -186,7 +188,7 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
         labels = label_set(first["next_position"], tracked, prefix_labels) if "prefix" in count else None
         rows_job = Job(tuple(specs), window, documents, vocab_size, tokens=tuple(tracked.tolist()),
                        labels=None if labels is None else tuple(labels.tolist()), next_rows="next" in count)
-        second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, workers, ray, bar)
+        second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, executor, bar)
         arrays["tokens"] = tracked
         if "next" in count:
             arrays.update(_csr(second["next_rows"]))
@@ -311,7 +313,7 @@ def _same_plan(folder: Path, plan: dict) -> None:
                          "use --force to replace it")
 
 
-def _sum_units(job: Job, units: list[Unit], work: Path, workers: int, ray: str | None, bar) -> dict:
+def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar) -> dict:
     """Count the units not yet done, then sum every unit's arrays in unit order."""
     todo = []
     for unit in units:
@@ -320,13 +322,11 @@ def _sum_units(job: Job, units: list[Unit], work: Path, workers: int, ray: str |
         else:
             todo.append(unit)
 
-    def done(unit: Unit, arrays: dict[str, np.ndarray]) -> None:
-        save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()}, str(work / f".{unit.name}.tmp"))
-        os.replace(work / f".{unit.name}.tmp", work / f"{unit.name}.safetensors")
+    def done(unit: Unit) -> None:
         atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")
         bar.update((unit.stop - unit.first) * job.window)
 
-    run_units(job, todo, done, workers=workers, ray=ray)
+    executor.run(job, todo, work, done)
     total, sparse = {}, {}
     for unit in units:
         arrays = load_file(str(work / f"{unit.name}.safetensors"))

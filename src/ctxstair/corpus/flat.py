@@ -1,8 +1,9 @@
 """Flat token files: a raw ``.bin`` of one integer dtype (nanoGPT's ``train.bin``) and a 1-D ``.npy``.
 
-Both are memory-mapped, never loaded: a range of tokens is a view of the file. Neither records
-document boundaries. :class:`MappedSource` is what every reader of :mod:`ctxstair.corpus` shares
-(range checks, :meth:`describe`); the interface itself is :class:`ctxstair.corpus.sources.TokenSource`.
+Both are memory-mapped to learn their length and dtype, never loaded; a range of tokens is read
+with one read of those bytes (:meth:`MappedSource._read`). Neither records document boundaries.
+:class:`MappedSource` is what every reader of :mod:`ctxstair.corpus` shares (range checks, reads,
+:meth:`describe`); the interface itself is :class:`ctxstair.corpus.sources.TokenSource`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 class MappedSource:
-    """What the readers share. Subclasses set ``path``, ``kind``, ``dtype`` and ``n_tokens`` and
-    implement :meth:`_read` for a checked range."""
+    """What the readers share. Subclasses set ``path``, ``kind``, ``dtype``, ``n_tokens`` and the
+    file's map ``_tokens``, or implement :meth:`_read` for a checked range themselves."""
 
     path: Path
     kind: str
@@ -35,7 +36,14 @@ class MappedSource:
         return self._read(int(start), int(stop))
 
     def _read(self, start: int, stop: int) -> np.ndarray:
-        raise NotImplementedError
+        """Tokens ``[start, stop)`` read into this process's memory, not a view of the map: the
+        pages of a mapped file that have been read stay resident in the process until the map is
+        closed, so a worker that counted 10 GB of a file through its map would hold 10 GB."""
+        tokens = self._tokens
+        if not isinstance(tokens, np.memmap):  # an empty file has no map
+            return tokens[start:stop]
+        return np.fromfile(tokens.filename, dtype=self.dtype, count=stop - start,
+                           offset=tokens.offset + start * self.dtype.itemsize)
 
     def document_lengths(self) -> np.ndarray | None:
         """int64 (D,) tokens per document, or None: this format records no document boundaries."""
@@ -66,9 +74,6 @@ class FlatSource(MappedSource):
         self._tokens = map_tokens(self.path, self.dtype)
         self.n_tokens = len(self._tokens)
 
-    def _read(self, start: int, stop: int) -> np.ndarray:
-        return self._tokens[start:stop]
-
 
 class NpySource(MappedSource):
     """A ``.npy`` holding one 1-D integer array."""
@@ -90,9 +95,6 @@ class NpySource(MappedSource):
         if not np.issubdtype(tokens.dtype, np.integer):
             raise InputError(f"{self.path}: the array has dtype {tokens.dtype}; token ids must be integers")
         self._tokens, self.dtype, self.n_tokens = tokens, tokens.dtype, len(tokens)
-
-    def _read(self, start: int, stop: int) -> np.ndarray:
-        return self._tokens[start:stop]
 
 
 def flat_dtype(dtype: str | np.dtype, path: Path) -> np.dtype:

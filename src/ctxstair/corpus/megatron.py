@@ -67,9 +67,6 @@ class MegatronSource(MappedSource):
         self._check_layout(pointers)
         self._tokens = map_tokens(self.path, self.dtype)
 
-    def _read(self, start: int, stop: int) -> np.ndarray:
-        return self._tokens[start:stop]
-
     def document_lengths(self) -> np.ndarray:
         """int64 (D,): tokens per document (the sum of its sequences' lengths)."""
         ends = np.concatenate([[0], np.cumsum(self._sequence_lengths, dtype=np.int64)])

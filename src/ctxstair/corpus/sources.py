@@ -80,8 +80,8 @@ class TokenSource(abc.ABC):
 
     @abc.abstractmethod
     def read(self, start: int, stop: int) -> np.ndarray:
-        """Tokens ``[start, stop)`` of the flat array: 1-D (stop - start,), the stored dtype; a view
-        of the memory-mapped file where the format allows."""
+        """Tokens ``[start, stop)`` of the flat array: 1-D (stop - start,), the stored dtype, in this
+        process's memory (never a view that would keep the file's pages resident)."""
 
     @abc.abstractmethod
     def document_lengths(self) -> np.ndarray | None:
@@ -190,16 +190,23 @@ class WindowIndex:
         document = np.searchsorted(self._first, index, side="right") - 1
         return self._offset[document] + (index - self._first[document]) * self.window
 
-    def read(self, i0: int, i1: int) -> np.ndarray:
-        """int64 (i1 - i0, window): the tokens of windows ``i0 .. i1 - 1``."""
+    def read(self, i0: int, i1: int, dtype=np.int64) -> np.ndarray:
+        """(i1 - i0, window): the tokens of windows ``i0 .. i1 - 1`` as ``dtype``; ``None`` keeps the
+        stored dtype, and windows that follow each other in the file (always, when joined) are then
+        the reader's own array, reshaped without a copy."""
         starts = self.starts(i0, i1)
-        out = np.empty((len(starts), self.window), dtype=np.int64)
+        dtype = self.source.dtype if dtype is None else np.dtype(dtype)
         # One read per run of windows that follow each other in the file (one run when joined).
         cuts = np.flatnonzero(np.diff(starts) != self.window) + 1
-        for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(starts)]])):
-            if b > a:
-                start = int(starts[a])
-                out[a:b] = self.source.read(start, start + int(b - a) * self.window).reshape(-1, self.window)
+        runs = [(int(a), int(b)) for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(starts)]]))
+                if b > a]
+        if len(runs) == 1 and dtype == self.source.dtype:
+            start = int(starts[0])
+            return self.source.read(start, start + len(starts) * self.window).reshape(-1, self.window)
+        out = np.empty((len(starts), self.window), dtype=dtype)
+        for a, b in runs:
+            start = int(starts[a])
+            out[a:b] = self.source.read(start, start + (b - a) * self.window).reshape(-1, self.window)
         return out
 
     def _check(self, i0: int, i1: int) -> None:
