@@ -18,7 +18,8 @@ What is measured, each as a rate in M tokens/s of one process, and the ratios th
 * the prefix counts: ``signatures.prefix_counts`` on windows in memory per core against ``corpus
   count``'s prefix pass on the same tokens, and the scatter alone of as many pairs (the bound of a
   pair-list count);
-* the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers;
+* the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers, and one
+  rows unit counted alone against two counted side by side (what two workers cost each other);
 * peak RSS of the whole process tree (the command and its workers, sampled every 50 ms) for the
   default count at 100 M tokens and, with ``--tokens``, at that size;
 * the text path: ``corpus tokenize`` next to the tokenizer library's own ``encode_batch``.
@@ -109,6 +110,35 @@ def prefix_scatter_rate(n_tokens: int, n_pairs: int) -> float:
     start = time.perf_counter()
     np.add.at(counts, flat, 1.0)
     return n_tokens / (time.perf_counter() - start) / 1e6
+
+
+def _timed_unit(job, unit) -> float:
+    from ctxstair.corpus.units import count_unit
+
+    start = time.perf_counter()
+    count_unit(job, unit)
+    return time.perf_counter() - start
+
+
+def unit_contention(path: Path, tokens: np.ndarray, labels: np.ndarray, n_tokens: int = 50_000_000
+                    ) -> tuple[float, list[float]]:
+    """Seconds of one rows unit (next-token rows and prefix counts of ``n_tokens / 2`` tokens) counted
+    alone in a worker, and of two such units counted at the same time in two workers: how much
+    two workers slow each other down (they share the cache and the memory bus)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from ctxstair.corpus.units import Job, SourceSpec, Unit
+
+    job = Job((SourceSpec(str(path), "flat", "uint16"),), WINDOW, "joined", V, tokens=tuple(tokens.tolist()),
+              labels=tuple(labels.tolist()))
+    half = n_tokens // WINDOW // 2
+    units = [Unit("rows", 0, 0, 0, half), Unit("rows", 1, 0, half, 2 * half)]
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        [future.result() for future in [pool.submit(time.sleep, 0.5) for _ in range(2)]]  # both started
+        alone = pool.submit(_timed_unit, job, units[0]).result()
+        together = [future.result() for future in [pool.submit(_timed_unit, job, unit) for unit in units]]
+    return alone, together
 
 
 def count_rate(path: Path, out: Path, **options) -> float:
@@ -254,6 +284,7 @@ def main() -> None:
         two = count_rate(path, folder / "two", tokens=tokens, workers=2)
         rows.append(("default count (unigram, rows, prefix, sample), 1 worker", one, one / base))
         rows.append(("default count, 2 workers", two, two / base))
+        alone, together = unit_contention(path, tokens, labels)
         library, text_one, text_two = text_rates(folder)
         print(f"numpy {np.__version__}, {os.cpu_count()} CPUs, corpus {n:,} tokens of V = {V:,}, windows of {WINDOW}\n")
         print("| what | M tokens/s | / bincount |")
@@ -263,6 +294,8 @@ def main() -> None:
         print(f"\nprefix counts, whole path / in memory per core: {new / in_memory:.2f}×; in memory / its scatter "
               f"alone: {in_memory / floor:.2f}; two workers / one: {two / one:.2f}×; next-token rows / bincount: "
               f"{nxt / base:.2f}, / their lookup + scatter in memory: {nxt / lookup_scatter:.2f}")
+        print(f"one rows unit of 25 M tokens: {alone:.2f} s alone, {together[0]:.2f} s and {together[1]:.2f} s "
+              f"side by side with another ({max(together) / alone:.2f}× as long)")
         print(f"text: encode_batch {library:.2f} M tokens/s; corpus tokenize {text_one:.2f} (1 worker), "
               f"{text_two:.2f} (2 workers)")
         seconds, peak = command_count(path, folder / "cmd", workers=2)

@@ -112,6 +112,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def end_distributed() -> None:
+    """Under torchrun: wait for every rank, then close the process group. A process that exits with
+    its gloo group still open can abort in the group's threads at interpreter exit ("terminate
+    called without an active exception", SIGABRT), which torchrun reports as a failed run."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     tokenizer, windows = corpus_windows(load_text(args.corpus), args.vocab_size, args.window, args.max_tokens)
@@ -124,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         peak = max(rho, key=lambda pair: pair[1])
         print(f"ρ_next {rho[0][1]:+.3f} (step {rho[0][0]}) → peak {peak[1]:+.3f} (step {peak[0]}) → "
               f"{rho[-1][1]:+.3f} (step {rho[-1][0]}); report: ctxstair report {args.out}")
+    end_distributed()
 
 
 if __name__ == "__main__":

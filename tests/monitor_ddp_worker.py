@@ -22,3 +22,4 @@ if __name__ == "__main__":
     record = {"world_size": dist.get_world_size(), "measured_steps": callback.measured_steps,
               "logged_steps": [row["step"] for row in trainer.state.log_history if "staircase/rho_next" in row]}
     (out / f"rank{rank}.json").write_text(json.dumps(record))
+    module.end_distributed()
