@@ -218,6 +218,10 @@ def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
     (tmp_path / "signed.bin").write_bytes(np.array([3, 5, -4, 7] * 40, dtype=np.int32).tobytes())
     _refused(_cli("count", "signed.bin", "--dtype", "int32", "--vocab-size", str(V), *base, "--out", "n",
                   cwd=tmp_path), "token id -4")
+    # ... and a uint64 id past 2^63 is checked before it becomes an int64 (where it would be negative).
+    np.save(tmp_path / "wide.npy", np.array([3, 5, 2**63 + 5, 7] * 40, dtype=np.uint64))
+    _refused(_cli("count", "wide.npy", "--vocab-size", str(V), *base, "--out", "u", cwd=tmp_path),
+             f"token id {2**63 + 5}")
     np.save(tmp_path / "floats.npy", np.ones(100))
     _refused(_cli("count", "floats.npy", "--vocab-size", str(V), *base, "--out", "f", cwd=tmp_path), "floats.npy")
     (tmp_path / "odd.bin").write_bytes(b"\x01\x00\x02")
@@ -236,7 +240,7 @@ def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
                   cwd=tmp_path), "ids")
     (tmp_path / "text.txt").write_text("hello\n")
     _refused(_cli("count", "text.txt", "--vocab-size", str(V), *base, "--out", "t", cwd=tmp_path), "tokenize")
-    for name in ("small", "n", "f", "o", "c", "p", "t"):
+    for name in ("small", "n", "u", "f", "o", "c", "p", "t"):
         assert not (tmp_path / name).exists(), name
 
 

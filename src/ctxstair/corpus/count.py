@@ -106,7 +106,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             instead of local processes.
         unit_tokens: tokens per work unit (default: an equal share of the corpus per worker, at most
             :data:`UNIT_TOKENS`: every unit writes its dense counts, about 240 MB at the defaults, so
-            fewer, larger units cost less; a unit of the default size counts for about 15 s per core, a
+            fewer, larger units cost less; a unit of the default size counts for about 20 s per core, a
             kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
         progress: show a progress bar (tokens, rate, time left) on stderr.

@@ -109,19 +109,20 @@ def pieces(job: Job, unit: Unit):
     corpus-wide number of the piece's first window and (r, window) ids in the stored dtype when
     numpy indexes with it as it is (int64 otherwise), each checked against V (InputError naming the
     source). Counting on the stored dtype saves an int64 copy of every piece: a uint16 file is read
-    in place, a quarter of the bytes."""
+    and counted as it is stored, a quarter of the bytes."""
     index = window_index(job.sources[unit.source], job.window, job.documents)
-    spec, stored = job.sources[unit.source], index.source.dtype
-    dtype = None if np.can_cast(stored, np.intp) else np.int64
+    spec = job.sources[unit.source]
     step = max(1, PIECE_TOKENS // job.window)
     for first in range(unit.first, unit.stop, step):
-        piece = index.read(first, min(unit.stop, first + step), dtype)
-        top, bottom = int(piece.max()), int(piece.min()) if stored.kind == "i" else 0
+        piece = index.read(first, min(unit.stop, first + step), None)  # checked in the stored dtype
+        top, bottom = int(piece.max()), int(piece.min()) if piece.dtype.kind == "i" else 0
         if top >= job.vocab_size or bottom < 0:
             bad = top if top >= job.vocab_size else bottom
             where = int(np.argmax(((piece >= job.vocab_size) | (piece < 0)).any(axis=1)))
             raise InputError(f"{spec.path} holds token id {bad}, outside the vocabulary of {job.vocab_size} ids "
                              f"(window {first + where})")
+        if not np.can_cast(piece.dtype, np.intp):  # uint64: numpy does not index with it
+            piece = piece.astype(np.int64)
         yield unit.offset + first - unit.first, piece
 
 
