@@ -143,7 +143,9 @@ def record(dest: Path, only: list[str], before_unified_defaults: bool = False) -
                 args = [arg.format(out=out, scratch=Path(scratch) / "scratch") for arg in step]
                 print(f"[{name}] {' '.join(args)}", flush=True)
                 subprocess.run([sys.executable, "-m", "ctxstair", *args], check=True, stdout=subprocess.DEVNULL)
-            kept = _kept_files(out)
+            # A job's own temporary folder is named in what it records (analyze-model's "source"):
+            # the same placeholder in every record.
+            kept = {rel: data.replace(str(Path(scratch)).encode(), b"{tmp}") for rel, data in _kept_files(out).items()}
         shutil.rmtree(dest / name, ignore_errors=True)
         for rel, data in kept.items():
             target = dest / name / rel

@@ -113,6 +113,9 @@ class Run:
         if not (folder / "config.yaml").is_file():
             raise InputError(f"cannot resume {folder}: no run there (config.yaml missing)")
         stored = load_yaml((folder / "config.yaml").read_text(), type(self.config))
+        for key in getattr(type(self.config), "RESUME_MAY_CHANGE", ()):  # how it runs, not what it computes
+            section, name = key.split(".")
+            setattr(getattr(stored, section), name, getattr(getattr(self.config, section), name))
         if dump_yaml(stored) != dump_yaml(self.config):  # what config.yaml records: the settings the model uses
             raise InputError(f"cannot resume {folder}: its config.yaml differs from the requested configuration")
 
@@ -153,10 +156,11 @@ class Run:
         """Times (in :attr:`time_unit`) that have a snapshot, ascending."""
         return rundir.snapshot_times(self.path)
 
-    def save_snapshot(self, t: int, model: torch.nn.Module) -> None:
-        """Write the model's whole state at time ``t`` (CPU copies, verified by SHA-256)."""
-        rundir.save_snapshot(self.path, t, {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()},
-                             self.time_unit)
+    def save_snapshot(self, t: int, model: torch.nn.Module | dict[str, torch.Tensor]) -> None:
+        """Write the model's whole state (or a state dict of whole tensors) at time ``t`` (CPU copies,
+        verified by SHA-256)."""
+        state = model if isinstance(model, dict) else model.state_dict()
+        rundir.save_snapshot(self.path, t, {k: v.detach().cpu().numpy() for k, v in state.items()}, self.time_unit)
 
     def snapshot(self, t: int) -> dict[str, torch.Tensor]:
         """The state (name -> tensor) saved at time ``t``, checked against its SHA-256."""
@@ -188,16 +192,15 @@ class Run:
     def save_checkpoint(self, t: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                         generator: torch.Generator) -> None:
         """Save the state at the start of time ``t``: parameters, the optimizer's tensors (None: a
-        stateless update such as the exact gradient flow) and the batch generator, as one safetensors
-        file, then ``checkpoint/state.json`` (``{<unit>: t, "tensors": file, "sha256": ...}``) last:
-        the commit point. An interruption at any moment leaves the previous or the new state valid."""
+        stateless update such as the exact gradient flow) and the batch generator
+        (:func:`checkpoint_tensors`, :meth:`write_checkpoint`)."""
+        self.write_checkpoint(t, checkpoint_tensors(model, optimizer, generator))
+
+    def write_checkpoint(self, t: int, tensors: dict[str, torch.Tensor]) -> None:
+        """Write checkpoint ``tensors`` (:func:`checkpoint_tensors`) of time ``t`` as one safetensors
+        file, then ``checkpoint/state.json`` (``{<unit>: t, "tensors": file, "sha256": ...}``) last: the
+        commit point. An interruption at any moment leaves the previous or the new state valid."""
         folder = self.path / CHECKPOINT_DIR
-        tensors = {f"param.{name}": p.detach().cpu().clone() for name, p in model.named_parameters()}
-        for pid, state in (optimizer.state_dict()["state"] if optimizer is not None else {}).items():
-            for key, value in state.items():
-                if isinstance(value, torch.Tensor):
-                    tensors[f"optim.{pid}.{key}"] = value.detach().cpu().clone()
-        tensors["rng"] = generator.get_state()
         name, data = f"state-{t:08d}.safetensors", save_tensors(tensors)
         atomic_write_bytes(folder / name, data)
         atomic_write_text(folder / "state.json",
@@ -208,9 +211,15 @@ class Run:
 
     def load_checkpoint(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                         generator: torch.Generator) -> int:
-        """Restore the saved state into the given objects (tensors copied onto their devices);
-        return the time to continue from. InputError naming the file when it is missing, does not
-        match its SHA-256 or is not a safetensors file."""
+        """Restore the saved state into the given objects (tensors copied onto their devices,
+        :func:`restore_checkpoint`); return the time to continue from."""
+        t, tensors = self.read_checkpoint()
+        restore_checkpoint(tensors, model, optimizer, generator)
+        return t
+
+    def read_checkpoint(self) -> tuple[int, dict[str, torch.Tensor]]:
+        """(time to continue from, the checkpoint's tensors). InputError naming the file when it is
+        missing, does not match its SHA-256 or is not a safetensors file."""
         folder = self.path / CHECKPOINT_DIR
         try:
             info = json.loads((folder / "state.json").read_text())
@@ -224,23 +233,49 @@ class Run:
         if "sha256" in info:  # checkpoints written before hashes were recorded have none
             check_digest(path, data, info["sha256"])
         try:
-            tensors = load_tensors(data)
+            return t, load_tensors(data)
         except Exception as error:  # safetensors raises its own error types for corrupt files
             raise InputError(f"cannot resume {self.path}: {path} is unreadable ({error})") from None
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                p.copy_(tensors[f"param.{name}"])
-        if optimizer is not None:
-            state = optimizer.state_dict()
-            for key, value in tensors.items():
-                if key.startswith("optim."):
-                    _, pid, field = key.split(".", 2)
-                    state["state"].setdefault(int(pid), {})[field] = value
-            optimizer.load_state_dict(state)
-        generator.set_state(tensors["rng"])
-        return t
 
     def clear_checkpoint(self) -> None:
         """Remove the checkpoint, its commit point (``state.json``) first."""
         (self.path / CHECKPOINT_DIR / "state.json").unlink(missing_ok=True)
         shutil.rmtree(self.path / CHECKPOINT_DIR, ignore_errors=True)
+
+
+def _cpu_copy(value: torch.Tensor) -> torch.Tensor:
+    return value.detach().cpu().clone()
+
+
+def checkpoint_tensors(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, generator: torch.Generator,
+                       copy: Callable[[torch.Tensor], torch.Tensor] = _cpu_copy) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint: ``param.<name>`` for every parameter, ``optim.<index>.<field>``
+    for the optimizer's tensors, ``rng`` for the generator's state; ``copy`` makes each CPU copy
+    (a sharded trainer passes one that gathers the whole tensor)."""
+    tensors = {f"param.{name}": copy(p) for name, p in model.named_parameters()}
+    for pid, state in (optimizer.state_dict()["state"] if optimizer is not None else {}).items():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optim.{pid}.{key}"] = copy(value)
+    tensors["rng"] = generator.get_state()
+    return tensors
+
+
+def restore_checkpoint(tensors: dict[str, torch.Tensor], model: torch.nn.Module,
+                       optimizer: torch.optim.Optimizer | None, generator: torch.Generator,
+                       place: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lambda value, p: value) -> None:
+    """Load checkpoint ``tensors`` (:func:`checkpoint_tensors`) into the objects; ``place(value, p)``
+    turns a saved tensor into what parameter ``p`` (or its optimizer state) holds (a sharded
+    trainer passes one that keeps the rank's own rows)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(place(tensors[f"param.{name}"], p))
+    if optimizer is not None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        state = optimizer.state_dict()
+        for key, value in sorted(tensors.items()):  # one order on every rank (a sharded place() is a collective)
+            if key.startswith("optim."):
+                _, pid, field = key.split(".", 2)
+                state["state"].setdefault(int(pid), {})[field] = place(value, params[int(pid)])
+        optimizer.load_state_dict(state)
+    generator.set_state(tensors["rng"])

@@ -17,6 +17,9 @@ from ctxstair.models.decoder import DecoderConfig
 from ctxstair.models.decoder_hf import decoder_config_from_hf
 
 TOKENIZERS = ("bpe", "word", "gpt2")
+#: Values of ``train.precision`` and ``train.sharding``.
+PRECISIONS = ("float32", "bf16")
+SHARDINGS = ("ddp", "fsdp2")
 
 
 @dataclass
@@ -24,14 +27,23 @@ class CorpusConfig:
     """Text and tokens (SPEC §7, §10): ``source`` as :func:`ctxstair.lm.corpus.load_text`
     (``synthetic``, a fetched corpus name, a path, or several joined by ``+``); ``tokenizer``: a
     byte-level BPE of ``vocab_size`` trained on it (``bpe``), its ``vocab_size`` most frequent
-    lower-cased words (``word``), or GPT-2's vocabulary (``gpt2``); windows of ``window`` tokens;
-    at most ``max_tokens`` tokens (0: all)."""
+    lower-cased words (``word``), GPT-2's vocabulary (``gpt2``) or a saved ``tokenizer.json`` (a
+    path); windows of ``window`` tokens; at most ``max_tokens`` tokens (0: all).
+
+    ``shards``, when set, replaces the text: token files already tokenized (a path, a directory of
+    shards, or several joined by ``+``; the formats of :func:`ctxstair.corpus.open_source`, a flat
+    ``.bin`` read as ``dtype``, uint16 when empty), windowed by the rule of :mod:`ctxstair.corpus.sources` with
+    ``documents`` (``joined`` or ``separate``) and read window by window while training
+    (:mod:`ctxstair.lm.shards`); the tokenizer must then be ``gpt2`` or a ``tokenizer.json``."""
 
     source: str = "synthetic"
     tokenizer: str = "bpe"
     vocab_size: int = 1000
     window: int = 64
     max_tokens: int = 0
+    shards: str = ""
+    documents: str = "joined"
+    dtype: str = ""
 
 
 @dataclass
@@ -61,7 +73,17 @@ class LMTrainConfig:
     """AdamW (β = 0.9, 0.95) with warm-up over ``warmup`` of the steps and cosine decay to
     ``final_lr_fraction`` of ``lr`` (SPEC §5: 3 % warm-up, 10 % final). ``batch_size`` is the global
     batch, split evenly across data-parallel ranks. ``device``: ``auto`` (CUDA when present),
-    ``cpu``, ``cuda`` or ``cuda:N``."""
+    ``cpu``, ``cuda`` or ``cuda:N``.
+
+    Options for GPUs and large models, all off by default (a run without them is bitwise the run
+    of before they existed): ``precision`` ``bf16`` runs the forward pass and the loss under bf16
+    autocast (weights, gradients and optimizer state stay float32); ``tf32`` lets CUDA matmuls use
+    TF32; ``fused_adamw`` takes PyTorch's fused AdamW kernel; ``compile`` runs the model through
+    ``torch.compile``; ``micro_batches`` splits each rank's share of the batch into that many
+    micro-batches whose gradients accumulate (the same global batch, less activation memory);
+    ``sharding`` chooses, under torchrun, DDP (``ddp``) or FSDP2 (``fsdp2``: every decoder layer
+    and the embeddings sharded across the ranks). ``val_windows`` caps the held-out windows of the
+    validation loss (0: all of them)."""
 
     steps: int = 2000
     batch_size: int = 32
@@ -71,6 +93,13 @@ class LMTrainConfig:
     weight_decay: float = 0.1
     seed: int = 0
     device: str = "auto"
+    precision: str = "float32"
+    tf32: bool = False
+    fused_adamw: bool = False
+    compile: bool = False
+    micro_batches: int = 1
+    sharding: str = "ddp"
+    val_windows: int = 0
 
 
 @dataclass
@@ -92,7 +121,9 @@ class LMAnalysisConfig:
     ``rho_next`` for ρ_next alone (about a second per run: what a sweep searching for the staircase
     needs; the probe, attention-path and path-share analyses cost seconds per snapshot). ``stats``:
     a statistics directory (``ctxstair corpus count``, counted with the run's tokenizer for these
-    settings) whose counts replace those of the run's training windows (empty: the windows)."""
+    settings) whose counts replace those of the run's training windows (empty: the windows).
+    ``max_windows``: the analysis reads at most this many training windows, a seeded sample when
+    the corpus has more (a corpus of shards can be far larger than memory; 0: every window)."""
 
     #: Values of ``measures``.
     MEASURES: ClassVar[tuple[str, ...]] = ("all", "rho_next")
@@ -108,6 +139,7 @@ class LMAnalysisConfig:
     path_windows: int = 4
     seed: int = 0
     stats: str = ""
+    max_windows: int = 100_000
 
 
 @dataclass
@@ -121,6 +153,10 @@ class LMConfig:
         "model.gamma": "model.init.gamma",
         **{f"model.gamma_{c}": f"model.init.{c}" for c in ("embedding", "unembedding", "qk", "ov", "mlp")}}
 
+    #: Settings a resumed run may change: where and how it is spread over processes (a checkpoint is
+    #: the same whole-model file under one process, DDP and FSDP2, :mod:`ctxstair.lm.sharding`).
+    RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("train.device", "train.sharding")
+
     recipe: str = "lm-staircase"
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     model: LMModelConfig = field(default_factory=LMModelConfig)
@@ -130,11 +166,21 @@ class LMConfig:
 
     def validate(self) -> LMConfig:
         """Check ranges and choices; return self or raise InputError naming the key."""
-        if self.corpus.tokenizer not in TOKENIZERS:
-            raise InputError(f"corpus.tokenizer must be one of {', '.join(TOKENIZERS)}; got {self.corpus.tokenizer!r}")
+        if self.corpus.tokenizer not in TOKENIZERS and not self.corpus.tokenizer.endswith(".json"):
+            raise InputError(f"corpus.tokenizer must be one of {', '.join(TOKENIZERS)} or the path of a "
+                             f"tokenizer.json; got {self.corpus.tokenizer!r}")
+        if self.corpus.shards and self.corpus.tokenizer in ("bpe", "word"):
+            raise InputError(f"corpus.shards holds token ids: corpus.tokenizer must be gpt2 or the path of the "
+                             f"tokenizer.json they were made with, not {self.corpus.tokenizer!r} (trained on text)")
+        check_key_choice("corpus.documents", self.corpus.documents, ("joined", "separate"))
+        check_key_choice("train.precision", self.train.precision, PRECISIONS)
+        check_key_choice("train.sharding", self.train.sharding, SHARDINGS)
         check_minimum([("corpus.vocab_size", self.corpus.vocab_size, 257), ("corpus.window", self.corpus.window, 2),
                        ("corpus.max_tokens", self.corpus.max_tokens, 0), ("train.steps", self.train.steps, 1),
                        ("train.batch_size", self.train.batch_size, 1), ("train.seed", self.train.seed, 0),
+                       ("train.micro_batches", self.train.micro_batches, 1),
+                       ("train.val_windows", self.train.val_windows, 0),
+                       ("analysis.max_windows", self.analysis.max_windows, 0),
                        ("snapshots.log_points", self.snapshots.log_points, 0),
                        ("snapshots.every", self.snapshots.every, 1),
                        ("analysis.k", self.analysis.k, 4), ("analysis.probe_steps", self.analysis.probe_steps, 0),

@@ -410,10 +410,11 @@ def settings_of(cfg: LMConfig) -> StaircaseSettings:
 
 def run_setup(run: Run, settings: StaircaseSettings | None = None) -> StaircaseSetup:
     """The staircase setup of an LM run: its training windows (the held-out windows of the validation
-    loss left out), its tokenizer, V = the tokenizer's vocabulary, and ``settings`` (default: those
+    loss left out; a seeded sample of ``analysis.max_windows`` of them when there are more), its
+    tokenizer, V = the tokenizer's vocabulary, and ``settings`` (default: those
     of the run's config, :func:`settings_of`); or, when the config's ``analysis.stats`` names a
     statistics directory, that directory's counts (:meth:`StaircaseSetup.from_stats`)."""
-    from ctxstair.lm.windows import corpus_windows, read_tokenizer, split_windows
+    from ctxstair.lm.windows import corpus_windows, read_tokenizer, sample_indices, split_indices
 
     settings = settings or settings_of(run.config)
     if run.config.analysis.stats:
@@ -421,7 +422,8 @@ def run_setup(run: Run, settings: StaircaseSettings | None = None) -> StaircaseS
         return StaircaseSetup.from_stats(run.config.analysis.stats, settings, tokenizer=tokenizer,
                                          vocab_size=tokenizer.vocab_size)
     tokenizer, windows = corpus_windows(run.config, run.path)
-    train, _ = split_windows(windows, run.config.train.seed)
+    train, _ = split_indices(len(windows), run.config.train.seed)
+    train = windows[sample_indices(train, run.config.analysis.max_windows, run.config.analysis.seed)]
     return StaircaseSetup.from_windows(train, tokenizer, settings, vocab_size=tokenizer.vocab_size)
 
 

@@ -29,6 +29,7 @@ initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_lo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -48,8 +49,9 @@ from ctxstair.config.lm import LMConfig, LMTrainConfig
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.io import atomic_write_text
+from ctxstair.lm import sharding
 from ctxstair.lm.tokenizer import TextTokenizer
-from ctxstair.lm.windows import corpus_windows, split_windows
+from ctxstair.lm.windows import corpus_windows, sample_indices, split_indices
 from ctxstair.models.decoder import DecoderLM, next_token_loss
 from ctxstair.run import Run
 from ctxstair.train.engine import flush_denormals
@@ -147,57 +149,62 @@ def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: boo
 def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
            hook: Callable[[int], None] | None) -> Path:
     lead, started, run = ranks.rank == 0, time.perf_counter(), Run(out, cfg)
+    if (cfg.train.batch_size // ranks.world) % cfg.train.micro_batches:
+        raise InputError(f"train.micro_batches={cfg.train.micro_batches} does not divide the "
+                         f"{cfg.train.batch_size // ranks.world} windows each of {ranks.world} process(es) trains on")
     numerics.apply_to_torch()
+    if cfg.train.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     tokenizer, windows, resumed = _prepare_ranks(run, ranks, resume, force)
     if resumed and not run.has_checkpoint() and any(r["step"] == cfg.train.steps and "val_loss" in r
                                                     for r in run.metric_rows()):
         return out  # already complete
-    train, val = split_windows(windows, cfg.train.seed)
+    train, val = split_indices(len(windows), cfg.train.seed, cfg.train.val_windows)
     model = build_model(cfg, tokenizer.vocab_size).to(ranks.device)
-    net = model if ranks.world == 1 else torch.nn.parallel.DistributedDataParallel(model)
+    stds = model.init_stds(), model.target_stds()  # of the whole matrices, before any sharding
+    net = _parallel(model, cfg.train, ranks)
+    sharded = net is model and ranks.world > 1  # FSDP2: every rank joins every forward pass and gather
+    fused = {"fused": True} if cfg.train.fused_adamw else {}  # absent, not False: the default kernel choice
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.95),
-                                  weight_decay=cfg.train.weight_decay)
+                                  weight_decay=cfg.train.weight_decay, **fused)
+    forward = torch.compile(net) if cfg.train.compile else net
     batches = torch.Generator().manual_seed(cfg.train.seed)  # on the CPU whatever the device: same data order
     schedule = set(snapshot_schedule(cfg.train.steps, cfg.snapshots.log_points, cfg.snapshots.every))
-    train_t, val_t = torch.from_numpy(train), torch.from_numpy(val).to(ranks.device)
+    val_t = torch.from_numpy(windows[val]).to(ranks.device)
     per_rank = cfg.train.batch_size // ranks.world
     mine = slice(ranks.rank * per_rank, (ranks.rank + 1) * per_rank)
 
     start, rows = 0, []
     resumed = resumed and run.has_checkpoint()
     if resumed:
-        start = run.load_checkpoint(model, optimizer, batches)
+        if sharded:
+            start, tensors = run.read_checkpoint()
+            sharding.restore(model, optimizer, batches, tensors)
+        else:
+            start = run.load_checkpoint(model, optimizer, batches)
         # The checkpoint of step s is written before step s trains: keep rows of earlier steps and the
         # val loss of step s itself, which the loop does not recompute.
         rows = [r for r in run.metric_rows() if r["step"] < start or (r["step"] == start and "val_loss" in r)]
     elif lead:  # a new run, or one killed before its first checkpoint
         atomic_write_text(run.path / "members.csv", "tensor,init_std,target_std\n" + "".join(
-            f"{name},{std:.6g},{model.target_stds()[name]:.6g}\n" for name, std in model.init_stds().items()))
+            f"{name},{std:.6g},{stds[1][name]:.6g}\n" for name, std in stds[0].items()))
     if ranks.world > 1:
         dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
     with flush_denormals():
         for step in range(start, cfg.train.steps + 1):
             if hook is not None:
                 hook(step)
-            if lead and step in schedule and not (resumed and step == start):  # a resumed checkpoint step is saved
-                run.save_snapshot(step, model)
-                rows.append({"step": step, "val_loss": _mean_loss(model, val_t)})
-                run.write_metrics(rows)
-                run.save_checkpoint(step, model, optimizer, batches)
+            if step in schedule and not (resumed and step == start):  # a resumed checkpoint step is saved
+                _save(run, step, model, optimizer, batches, val_t, rows, lead, sharded, cfg.train)
             if step == cfg.train.steps:
                 break
             for group in optimizer.param_groups:
                 group["lr"] = cfg.train.lr * lr_factor(step, cfg.train)
             # Every rank draws the whole global batch, so the generator and the data order are those of
             # a single-process run; each trains on its own slice.
-            batch = train_t[torch.randint(len(train_t), (cfg.train.batch_size,), generator=batches)[mine]]
-            batch = batch.to(ranks.device)
-            loss = next_token_loss(net(batch), batch)
-            optimizer.zero_grad()
-            loss.backward()  # DDP averages the gradients over the ranks here
-            optimizer.step()
-            rows.append({"step": step, "loss": _global_mean(loss.detach(), ranks),
-                         "lr": optimizer.param_groups[0]["lr"]})
+            mine_ids = train[torch.randint(len(train), (cfg.train.batch_size,), generator=batches)[mine].numpy()]
+            loss = _step(forward, net, windows, mine_ids, optimizer, cfg.train, ranks.device)
+            rows.append({"step": step, "loss": _global_mean(loss, ranks), "lr": optimizer.param_groups[0]["lr"]})
             if not math.isfinite(rows[-1]["loss"]):  # every rank sees the same global mean and stops
                 raise _divergence(run, model, step, rows, lead)
     if lead:
@@ -206,6 +213,60 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
     if ranks.world > 1:
         dist.barrier()  # the run directory is complete when any rank returns
     return out
+
+
+def _parallel(model: DecoderLM, cfg: LMTrainConfig, ranks: Ranks) -> torch.nn.Module:
+    """What trains: ``model`` itself in one process, DDP around it, or ``model`` sharded in place by FSDP2."""
+    if ranks.world == 1:
+        return model
+    if cfg.sharding == "fsdp2":
+        return sharding.shard(model, ranks.device)
+    return torch.nn.parallel.DistributedDataParallel(model)
+
+
+def _autocast(cfg: LMTrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast of ``train.precision`` (the forward pass and the loss), or nothing."""
+    if cfg.precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _step(forward: Callable, net: torch.nn.Module, windows, ids: np.ndarray, optimizer: torch.optim.Optimizer,
+          cfg: LMTrainConfig, device: torch.device) -> torch.Tensor:
+    """One optimizer step on this rank's windows ``ids`` (b,), in ``train.micro_batches`` parts whose
+    gradients accumulate (equal parts: the mean of their mean losses is the slice's mean loss, and
+    only the last part's backward reduces gradients across the ranks); returns the slice's mean loss."""
+    optimizer.zero_grad()
+    parts = np.split(ids, cfg.micro_batches)
+    total = None
+    for i, part in enumerate(parts):
+        batch = torch.from_numpy(windows[part]).to(device)
+        with sharding.gradient_sync(net, i == len(parts) - 1), _autocast(cfg, device):
+            loss = next_token_loss(forward(batch), batch)
+        (loss / len(parts) if len(parts) > 1 else loss).backward()  # DDP averages the gradients over the ranks here
+        total = loss.detach() if total is None else total + loss.detach()
+    optimizer.step()
+    return total / len(parts) if len(parts) > 1 else total
+
+
+def _save(run: Run, step: int, model: DecoderLM, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+          val_t: torch.Tensor, rows: list[dict], lead: bool, sharded: bool, cfg: LMTrainConfig) -> None:
+    """Snapshot, val loss and checkpoint of ``step``, written by rank 0; a sharded model's tensors are
+    first gathered whole on every rank and every rank runs the val loss's forward passes."""
+    if not (lead or sharded):
+        return
+    state = sharding.full_state(model) if sharded else model
+    tensors = sharding.checkpoint_tensors(model, optimizer, batches) if sharded else None
+    with _autocast(cfg, val_t.device):
+        val_loss = _mean_loss(model, val_t)
+    if lead:
+        run.save_snapshot(step, state)
+        rows.append({"step": step, "val_loss": val_loss})
+        run.write_metrics(rows)
+        if sharded:
+            run.write_checkpoint(step, tensors)
+        else:
+            run.save_checkpoint(step, model, optimizer, batches)
 
 
 def _divergence(run: Run, model: DecoderLM, step: int, rows: list[dict], lead: bool) -> Exception:
@@ -237,7 +298,7 @@ def _global_mean(value: torch.Tensor, ranks: Ranks) -> float:
     return float(value)
 
 
-def _prepare_ranks(run: Run, ranks: Ranks, resume: bool, force: bool) -> tuple[TextTokenizer, np.ndarray, bool]:
+def _prepare_ranks(run: Run, ranks: Ranks, resume: bool, force: bool) -> tuple[TextTokenizer, object, bool]:
     """:func:`_prepare` on rank 0; the other ranks wait for it, raise its InputError if it failed,
     then read the tokenizer it wrote where it writes the run (so every rank has the same vocabulary)."""
     if ranks.world == 1:
@@ -256,7 +317,7 @@ def _prepare_ranks(run: Run, ranks: Ranks, resume: bool, force: bool) -> tuple[T
     return prepared or (*corpus_windows(run.config, run.path), resume)
 
 
-def _prepare(run: Run, resume: bool, force: bool) -> tuple[TextTokenizer, np.ndarray, bool]:
+def _prepare(run: Run, resume: bool, force: bool) -> tuple[TextTokenizer, object, bool]:
     """Open the run directory (:meth:`ctxstair.run.Run.open`) and tokenise; a new directory appears
     with its ``tokenizer.json`` and ``config.yaml``. Returns the tokenizer, the windows and whether an
     existing run is continued. Bad input (corpus, sizes) fails before anything is written."""
@@ -272,12 +333,13 @@ def _prepare(run: Run, resume: bool, force: bool) -> tuple[TextTokenizer, np.nda
     return tokenizer, windows, False
 
 
-def _check_analysable(cfg: LMConfig, tokenizer: TextTokenizer, windows: np.ndarray) -> None:
+def _check_analysable(cfg: LMConfig, tokenizer: TextTokenizer, windows) -> None:
     """Refuse before training a corpus whose training windows hold fewer than 4 word-like tokens:
     the analysis (:mod:`ctxstair.analysis.lm_staircase`) could not compare any geometry after the run."""
     from ctxstair.lm.analysis import eligible_tokens
 
-    train, _ = split_windows(windows, cfg.train.seed)
+    train, _ = split_indices(len(windows), cfg.train.seed)
+    train = windows[sample_indices(train, cfg.analysis.max_windows, cfg.analysis.seed)]
     found = eligible_tokens(train, tokenizer.word_like(np.arange(tokenizer.vocab_size)), cfg.analysis.k).size
     if found < 4:
         raise InputError(f"corpus {cfg.corpus.source!r} has {found} word-like token(s) in its training windows; the "

@@ -1,5 +1,6 @@
 """A corpus as token windows (SPEC §7, §10): the tokenizer (a byte-level BPE trained on the text, or
-GPT-2's vocabulary), consecutive windows of ``corpus.window`` tokens, and the seeded held-out split.
+GPT-2's vocabulary, or a saved ``tokenizer.json``), consecutive windows of ``corpus.window`` tokens (or
+the windows of token shards, :mod:`ctxstair.lm.shards`), and the seeded held-out split.
 The language-model trainer and its analysis read the corpus through these functions, so both see
 the same windows.
 """
@@ -13,6 +14,7 @@ import numpy as np
 from ctxstair.config.lm import CorpusConfig, LMConfig
 from ctxstair.errors import InputError
 from ctxstair.lm.corpus import load_text
+from ctxstair.lm.shards import ShardWindows
 from ctxstair.lm.tokenizer import TextTokenizer
 
 
@@ -21,6 +23,8 @@ def build_tokenizer(cfg: CorpusConfig, text: str) -> TextTokenizer:
     trained on ``text``, a word-level vocabulary of that size, or GPT-2's vocabulary."""
     if cfg.tokenizer == "gpt2":
         return TextTokenizer.gpt2()
+    if cfg.tokenizer.endswith(".json"):
+        return TextTokenizer.load(cfg.tokenizer)
     train = TextTokenizer.train_words if cfg.tokenizer == "word" else TextTokenizer.train_bpe
     return train(text, cfg.vocab_size)
 
@@ -33,11 +37,26 @@ def make_windows(ids: np.ndarray, window: int) -> np.ndarray:
     return np.ascontiguousarray(ids[: n * window].reshape(n, window))
 
 
+def split_indices(n: int, seed: int, max_heldout: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(train, held-out) window numbers, each sorted, of ``n`` windows: a seeded 5 % (at least one
+    window) is held out for the val loss; ``max_heldout`` (> 0) keeps only the first that many
+    held-out windows of the seeded order (the training windows stay the same)."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_val = max(1, n // 20)
+    return np.sort(order[n_val:]), np.sort(order[:n_val][: max_heldout or None])
+
+
 def split_windows(windows: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train, held-out) windows: a seeded 5 % (at least one window) is held out for the val loss."""
-    order = np.random.default_rng(seed).permutation(len(windows))
-    n_val = max(1, len(windows) // 20)
-    return windows[np.sort(order[n_val:])], windows[np.sort(order[:n_val])]
+    """(train, held-out) windows (:func:`split_indices`) of a window array (n, T)."""
+    train, val = split_indices(len(windows), seed)
+    return windows[train], windows[val]
+
+
+def sample_indices(ids: np.ndarray, limit: int, seed: int) -> np.ndarray:
+    """``ids`` when ``limit`` is 0 or they are no more, else a seeded sample of ``limit`` of them, sorted."""
+    if not limit or len(ids) <= limit:
+        return ids
+    return np.sort(np.random.default_rng(seed).choice(ids, limit, replace=False))
 
 
 def read_tokenizer(out: str | Path) -> TextTokenizer:
@@ -45,11 +64,15 @@ def read_tokenizer(out: str | Path) -> TextTokenizer:
     return TextTokenizer.load(Path(out) / "tokenizer.json")
 
 
-def corpus_windows(cfg: LMConfig, out: Path | None = None) -> tuple[TextTokenizer, np.ndarray]:
-    """Tokenizer and all windows (n, T) of the run's corpus; the tokenizer is read from ``out``
-    when the run directory has one (so a resumed or analysed run uses the same vocabulary)."""
-    text = load_text(cfg.corpus.source)
+def corpus_windows(cfg: LMConfig, out: Path | None = None) -> tuple[TextTokenizer, np.ndarray | ShardWindows]:
+    """Tokenizer and all windows (n, T) of the run's corpus: an array for text, a
+    :class:`~ctxstair.lm.shards.ShardWindows` (indexed like one) for ``corpus.shards``. The tokenizer is
+    read from ``out`` when the run directory has one (so a resumed or analysed run uses the same vocabulary)."""
     saved = out / "tokenizer.json" if out is not None else None
+    if cfg.corpus.shards:
+        tokenizer = read_tokenizer(out) if saved is not None and saved.is_file() else build_tokenizer(cfg.corpus, "")
+        return tokenizer, ShardWindows(cfg.corpus, tokenizer.vocab_size)
+    text = load_text(cfg.corpus.source)
     tokenizer = read_tokenizer(out) if saved is not None and saved.is_file() else build_tokenizer(cfg.corpus, text)
     ids = tokenizer.encode(text, max_tokens=cfg.corpus.max_tokens or None)
     try:

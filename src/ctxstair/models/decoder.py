@@ -174,6 +174,16 @@ class DecoderBlock(torch.nn.Module):
         x = self.ln_mlp(stream)
         return linear(torch.nn.functional.silu(linear(x, self.W_gate)) * linear(x, self.W_up), self.W_down)
 
+    def forward(self, stream: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, with_pattern: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One layer on the residual stream (n, T, d): the stream after it, the attention and MLP
+        outputs it added (each (n, T, d)) and the pattern of :meth:`attention`. A module call (rather
+        than the two methods) is what wrappers such as FSDP2 hook to gather a layer's weights."""
+        attn_out, pattern = self.attention(stream, cos, sin, with_pattern)
+        stream = stream + attn_out
+        mlp_out = self.mlp(stream)
+        return stream + mlp_out, attn_out, mlp_out, pattern
+
 
 class DecoderLM(torch.nn.Module):
     """Decoder-only LM: ``W_E`` (V, d), ``blocks`` (n_layers × :class:`DecoderBlock`),
@@ -224,10 +234,7 @@ class DecoderLM(torch.nn.Module):
         stream = torch.nn.functional.embedding(tokens, self.W_E)  # (n, T, d); its backward is a fused scatter
         contributions, patterns = {"embed": stream}, []
         for layer, block in enumerate(self.blocks):
-            attn_out, pattern = block.attention(stream, cos, sin, with_patterns)
-            stream = stream + attn_out
-            mlp_out = block.mlp(stream)
-            stream = stream + mlp_out
+            stream, attn_out, mlp_out, pattern = block(stream, cos, sin, with_patterns)
             contributions[f"attn.{layer}"], contributions[f"mlp.{layer}"] = attn_out, mlp_out
             patterns.append(pattern)
         return contributions, patterns
