@@ -164,3 +164,16 @@ def test_shards_with_ids_beyond_the_vocabulary_are_refused(tmp_path, capsys):
                  "--set", f"corpus.tokenizer={memory / 'tokenizer.json'}"]) == 2
     assert "token id 65000, outside the tokenizer's vocabulary" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_compiled_training_follows_the_eager_run(tmp_path):
+    """``train.compile`` (inductor, which on the CPU compiles C++ for about 40 s: opt-in here, and run
+    on CUDA by benchmarks/device_check.sh) trains the same model up to the rounding of fused kernels."""
+    plain = train_lm(config(**{"train.steps": 10}), tmp_path / "plain")
+    compiled = train_lm(config(**{"train.steps": 10, "train.compile": True}), tmp_path / "compiled")
+    losses = [[r["loss"] for r in rundir.read_metric_rows(out) if "loss" in r] for out in (plain, compiled)]
+    assert np.allclose(losses[1], losses[0], rtol=0, atol=1e-4)
+    first, second = Run(plain).snapshot(10), Run(compiled).snapshot(10)
+    for name in first:
+        torch.testing.assert_close(second[name], first[name], rtol=0, atol=1e-4, msg=name)
