@@ -206,7 +206,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
             loss = _step(forward, net, windows, mine_ids, optimizer, cfg.train, ranks.device)
             rows.append({"step": step, "loss": _global_mean(loss, ranks), "lr": optimizer.param_groups[0]["lr"]})
             if not math.isfinite(rows[-1]["loss"]):  # every rank sees the same global mean and stops
-                raise _divergence(run, model, step, rows, lead)
+                raise _divergence(run, model, step, rows, lead, sharded)
     if lead:
         run.write_metrics(rows)
         run.finish(time.perf_counter() - started)
@@ -269,12 +269,13 @@ def _save(run: Run, step: int, model: DecoderLM, optimizer: torch.optim.Optimize
             run.save_checkpoint(step, model, optimizer, batches)
 
 
-def _divergence(run: Run, model: DecoderLM, step: int, rows: list[dict], lead: bool) -> Exception:
+def _divergence(run: Run, model: DecoderLM, step: int, rows: list[dict], lead: bool, sharded: bool) -> Exception:
     """The TrainingDiverged of a non-finite loss at ``step``, recorded by rank 0
     (:meth:`ctxstair.run.Run.diverged`): it names the step, the non-finite tensors and the likely
     cause."""
     lr = run.config.train.lr
-    tensors = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    weights = sharding.full_state(model) if sharded else dict(model.named_parameters())  # gathered on every rank
+    tensors = [name for name, p in weights.items() if not bool(torch.isfinite(p).all())]
     losses = [r["loss"] for r in rows if "loss" in r]
     where = f"non-finite values in {', '.join(tensors)}" if tensors else "every parameter is still finite"
     cause = (f"the loss went from {losses[0]:.4g} (step 0) to {losses[-2]:.4g} (step {step - 1}); the likely cause is "
