@@ -72,6 +72,9 @@ def register(commands) -> None:
                              "included); default: main. Files come through huggingface_hub (downloaded, or from "
                              "its cache with HF_HUB_OFFLINE=1); for ρ_next and the probe only the file holding the "
                              "input embedding")
+    parser.add_argument("--keep-flagged", action="store_true",
+                        help="keep in the curves the checkpoints whose embedding is byte-identical to an earlier "
+                             "one's or to main's (flagged; by default left out, drawn as hollow markers)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write series.json, one result per checkpoint in checkpoints/ (each as it finishes), "
                              "then analysis.json, similarity.npz and analysis.png here")
@@ -116,11 +119,14 @@ def analyze_model_command(args: argparse.Namespace) -> None:
 
     result = analyze_model(args.model, args.corpus, stats=args.stats, window=args.window, max_tokens=args.max_tokens,
                            revisions=args.revisions, out=args.out, resume=args.resume, force=args.force,
+                           keep_flagged=args.keep_flagged,
                            on_start=lambda source, setup: _print_header(args, setup, source), on_row=finished,
                            progress=print if hub_id(args.model) is not None else None, finish=write_analysis_figure,
                            **settings)
     if result["paths_skipped"] is not None:
         print(f"attention paths and path shares not measured: {result['paths_skipped']}")
+    for line in _check_lines(result["checks"]):
+        print(line)
     if args.out is not None:
         print(f"wrote {args.out / RESULT_FILE} and {args.out / 'analysis.png'}")
 
@@ -140,6 +146,19 @@ def _print_header(args: argparse.Namespace, setup, source) -> None:
         print(f"attention paths on {setup.sample.shape[0]} windows and path shares on "
               f"{min(settings.path_windows, setup.sample.shape[0])} of them, {window} tokens each (sample seed "
               f"{settings.seed}); null: largest |r| of {settings.null_permutations} token permutations")
+
+
+def _check_lines(checks: dict) -> list[str]:
+    """What the series checks found (:func:`ctxstair.lm.analyze.series_checks`): the flagged checkpoints
+    and why, whether the check against ``main`` was made, and the vocabulary padding."""
+    where = "kept in the curves (--keep-flagged)" if checks["keep_flagged"] else "left out of the curves"
+    lines = [f"flagged {name}, {where}: {'; '.join(why)}" for name, why in checks["flagged"].items()]
+    if not checks["main"]["checked"]:
+        lines.append(f"embeddings not compared with main: {checks['main']['why']}")
+    if checks["padding_rows"]:
+        lines.append(f"{checks['embedding_rows']} embedding rows for {checks['tokenizer_size']} tokens: "
+                     f"{checks['padding_rows']} padding rows, which no text uses")
+    return lines
 
 
 def _summary_line(row: dict) -> str:

@@ -16,6 +16,14 @@ measuring them again, and refuses a folder made with other settings. At the end
 :func:`write_result` adds ``analysis.json`` (every row, in the one schema of
 :mod:`ctxstair.lm.schema`) and ``similarity.npz`` (``S^next`` and the last checkpoint's ``S^emb``), which
 the report draws (:func:`ctxstair.report.lm_figures.analysis_figure`).
+
+A series must not plot one model state as another: :func:`series_checks` hashes every checkpoint's
+embedding (SHA-256 of the matrix alone, :func:`ctxstair.lm.checkpoints.base.embedding_sha256`),
+flags a checkpoint whose embedding equals an earlier one's (a duplicate of it) or, for a Hub
+model, ``main``'s (other than the repository's last step, which is ``main`` by right), and records
+the hashes, the flags, the tokenizer comparison and the vocabulary padding in ``series.json`` and
+``analysis.json`` (``checks``). Flagged checkpoints keep their rows but are left out of the
+curves unless ``keep_flagged``.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from ctxstair.corpus import count as corpus_count
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.lm.checkpoints import NEEDS_LLAMA, Source
-from ctxstair.lm.checkpoints.base import read_json_file
+from ctxstair.lm.checkpoints.base import embedding_sha256, read_json_file
 from ctxstair.lm.schema import MEASURES, split_key
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
 
@@ -111,7 +119,7 @@ def write_settings(settings: dict) -> Callable[[Path], None]:
 
 def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
             on_row: Callable[[dict, bool], None] | None = None,
-            progress: Callable[[str], None] | None = None) -> dict:
+            progress: Callable[[str], None] | None = None, keep_flagged: bool = False) -> dict:
     """Measure every checkpoint of ``source`` against ``setup`` (module docstring).
 
     Args:
@@ -122,6 +130,7 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
             written.
         on_row: called with each checkpoint's row and whether it was read back.
         progress: called with one line before each checkpoint is read, and with what was read.
+        keep_flagged: keep the checkpoints :func:`series_checks` flags in the curves (recorded).
 
     Returns:
         dict: ``source``; ``setup`` (:meth:`StaircaseSetup.record`); ``sample_window`` (tokens of each
@@ -130,7 +139,8 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
         missing, None when they are not); ``checkpoints``:
         one row per checkpoint, ``name`` and ``step`` with the measures of :mod:`ctxstair.lm.schema`
         (and where a Hub revision's weights came from); ``similarity`` (not JSON): ``next`` (T, T)
-        ``S^next`` and ``embedding`` (T, T) the last checkpoint's ``S^emb``.
+        ``S^next`` and ``embedding`` (T, T) the last checkpoint's ``S^emb``; ``checks``
+        (:func:`series_checks`).
     """
     V, entries = source.vocab_rows, source.entries()
     paths = setup.settings.paths and source.positions is not None
@@ -155,14 +165,63 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
     similarity = {"next": setup.next_cosines(V), "embedding": stacked_cosines(last[None])[0]}
     window = min(setup.sample.shape[1], source.positions) if paths else None
     return {"source": source.name, "setup": setup.record(), "sample_window": window, "paths_skipped": skipped,
-            "checkpoints": rows, "similarity": similarity}
+            "checkpoints": rows, "similarity": similarity, "checks": series_checks(source, rows, keep_flagged)}
+
+
+def series_checks(source: Source, rows: list[dict], keep_flagged: bool = False) -> dict:
+    """What a series records so that it cannot plot one model state as another (module docstring).
+
+    Args:
+        source: the checkpoints measured (a Hub source also hashes ``main`` when the series lacks it).
+        rows: one per checkpoint in step order, each with ``name``, ``step`` and ``embedding_sha256``
+            (None for a row finished by a version that did not hash).
+        keep_flagged: recorded: whether the flagged checkpoints stay in the curves.
+
+    Returns:
+        JSON-ready dict: ``embedding_sha256`` (name -> hash); ``main`` (``checked`` and ``sha256``, or
+        ``why`` it was not); ``last_step`` (the step whose embedding may equal ``main``'s);
+        ``flagged`` (name -> the reasons, a list of lines); ``keep_flagged``; ``tokenizer`` (its
+        hash and what was found of each other revision's, Hub models); ``embedding_rows``,
+        ``tokenizer_size`` and ``padding_rows`` (rows beyond the tokenizer, which no text uses).
+    """
+    from ctxstair.lm.checkpoints.hub import DEFAULT_REVISION, HubSource
+
+    hashes = {row["name"]: row.get("embedding_sha256") for row in rows}
+    hub = isinstance(source, HubSource)
+    if not hub:
+        main, digest, last = {"checked": False, "why": "not a Hugging Face Hub model: no main revision"}, None, None
+    else:
+        digest, why = (hashes[DEFAULT_REVISION], None) if DEFAULT_REVISION in hashes else source.main_embedding_sha256()
+        main = {"checked": True, "sha256": digest} if digest is not None else {
+            "checked": False, "why": why or f"{DEFAULT_REVISION} was finished before embeddings were hashed"}
+        last = source.last_step()
+    flagged: dict[str, list[str]] = {}
+    first_with: dict[str, str] = {}
+    for row in rows:
+        name, own = row["name"], hashes[row["name"]]
+        if own is None or (hub and name == DEFAULT_REVISION):
+            continue
+        if own == digest:  # main's embedding belongs to the last step alone; the others are mis-served
+            if row["step"] != last:
+                flagged.setdefault(name, []).append(
+                    f"its embedding is byte-identical to {DEFAULT_REVISION}'s, yet it is not the last step ({last})")
+        elif own in first_with:
+            flagged.setdefault(name, []).append(f"its embedding is byte-identical to {first_with[own]}'s")
+        else:
+            first_with[own] = name
+    size = source.tokenizer.vocab_size
+    tokenizer = ({"sha256": source.tokenizer_sha256, "revisions": source.tokenizer_checks} if hub else
+                 {"checked": False, "why": "one tokenizer serves every checkpoint of this source"})
+    return {"embedding_sha256": hashes, "main": main, "last_step": last, "flagged": flagged,
+            "keep_flagged": bool(keep_flagged), "tokenizer": tokenizer, "embedding_rows": source.vocab_rows,
+            "tokenizer_size": size, "padding_rows": max(0, source.vocab_rows - size)}
 
 
 # long: the checks and the order (refuse, open, set up, claim, measure, write) are the command's contract
 def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: str | None = None,
                   stats: str | os.PathLike | None = None, window: int = WINDOW,
                   max_tokens: int = MAX_TOKENS, revisions: str | None = None, out: str | os.PathLike | None = None,
-                  resume: bool = False, force: bool = False,
+                  resume: bool = False, force: bool = False, keep_flagged: bool = False,
                   on_start: Callable[[Source, StaircaseSetup], None] | None = None,
                   on_row: Callable[[dict, bool], None] | None = None, progress: Callable[[str], None] | None = None,
                   finish: Callable[[Path], None] | None = None, **settings) -> dict:
@@ -184,6 +243,7 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
         out, resume, force: the output folder and its rule (:func:`ctxstair.io.claim_output`): each
             checkpoint written as it finishes, finished ones read back on ``resume``, an existing one
             replaced with ``force`` once the new analysis is complete. Refused before anything is read.
+        keep_flagged: keep flagged checkpoints in the curves (:func:`series_checks`).
         on_start: called with the source and the setup before the first checkpoint is read.
         on_row, progress: as :func:`analyze`.
         finish: called with the output folder once ``analysis.json`` is written, before the folder is
@@ -240,9 +300,11 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
         on_start(source, setup)
     output = None if out is None else claim_output(out, resume=resume, force=force, start=write_settings(stored),
                                                    same=same)
-    result = analyze(source, setup, None if output is None else output.path, on_row, progress)
+    result = analyze(source, setup, None if output is None else output.path, on_row, progress, keep_flagged)
     result["corpus"] = record
     if output is not None:
+        # The checks join the settings once known; a resumed analysis compares only the settings.
+        write_settings({**stored, "checks": result["checks"]})(output.path)
         write_result(output.path, result)
         if finish is not None:
             finish(output.path)
@@ -263,6 +325,7 @@ def _measure(entry, setup: StaircaseSetup, V: int, paths: bool,
     W = checkpoint.W_E[setup.tokens].astype(np.float64)
     row = {"name": entry.name, "step": entry.step,
            **{k: v for k, v in checkpoint.info.items() if k != "read"},
+           "embedding_sha256": embedding_sha256(checkpoint.W_E),
            **setup.measure_embeddings(W[None], V)[0]}
     if paths and checkpoint.model is not None:
         row.update(setup.measure_paths(checkpoint.model, V))

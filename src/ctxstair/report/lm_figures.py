@@ -74,12 +74,27 @@ def _not_measured(ax: plt.Axes, what: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- panels
 
+def flagged_markers(ax: plt.Axes, series: StaircaseSeries, measures: list[tuple[str, str]]) -> None:
+    """Hollow markers at the flagged states (:attr:`StaircaseSeries.flagged`) of each (measure, colour),
+    with one legend entry saying whether they are in the curve."""
+    label = ("flagged (embedding equals another state's or main's): in the curve" if series.keep_flagged
+             else "flagged (embedding equals another state's or main's): left out of the curve")
+    for measure, colour in measures:
+        at, values = series.flagged_points(measure)
+        if at.size:
+            ax.scatter(at, values, s=36, facecolors="none", edgecolors=colour, linewidths=1.2, zorder=3, label=label)
+            label = None
+
+
 def rho_next_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
-    """ρ_next (Pearson and Spearman) over the states (SPEC §7)."""
+    """ρ_next (Pearson and Spearman) over the states (SPEC §7); flagged states as hollow markers."""
+    drawn = []
     for colour, (measure, label) in zip(PALETTE, ((RHO_NEXT, "Pearson"), (RHO_NEXT_SPEARMAN, "Spearman"))):
         if series.has(measure):
             ax.plot(*series.measured(measure), color=colour, marker="o", markersize=3, linewidth=1.6,
                     label=f"ρ_next ({label})")
+            drawn.append((measure, colour))
+    flagged_markers(ax, series, drawn)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel("correlation of S^emb with S^next\n(upper triangle over the token set T)")
     _state_axis(ax, series)
@@ -100,13 +115,17 @@ def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
 
 
 def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
-    """The prefix probe's held-out MSE against the same probe on shuffled signatures (SPEC §7)."""
+    """The prefix probe's held-out MSE against the same probe on shuffled signatures (SPEC §7); flagged
+    states as hollow markers."""
     if not series.has(PROBE):
         _not_measured(ax, "the prefix probe")
+    drawn = []
     for colour, (measure, label) in zip(PALETTE, ((PROBE, "prefix probe, held-out tokens"),
                                                   (SHUFFLED, "control: signatures shuffled across tokens"))):
         if series.has(measure):
             ax.plot(*series.measured(measure), color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
+            drawn.append((measure, colour))
+    flagged_markers(ax, series, drawn)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
     _state_axis(ax, series)
@@ -256,7 +275,8 @@ def analysis_figure(folder: str | os.PathLike) -> plt.Figure:
     ax.scatter(upper_triangle(S_next), upper_triangle(S_emb), s=3, alpha=0.3, edgecolors="none")
     ax.set_xlabel("S^next: cosine of next-token signatures")
     ax.set_ylabel("S^emb: cosine of input embeddings")
-    ax.set_title(f"{series.names[-1]}\nρ_next = {series.values[RHO_NEXT][-1]:.3f} (Pearson), "
+    flag = " (flagged)" if series.names[-1] in series.flagged else ""
+    ax.set_title(f"{series.names[-1]}{flag}\nρ_next = {series.values[RHO_NEXT][-1]:.3f} (Pearson), "
                  f"{S_next.shape[0]} tokens", fontsize=10)
     if several:
         rho_next_panel(axes[0, 1], series)
@@ -271,7 +291,11 @@ def analysis_figure(folder: str | os.PathLike) -> plt.Figure:
             axes[1, 2].set_axis_off()
     elif paths:
         _layer_panels(axes[0, 1], axes[0, 2], series)
-    fig.suptitle(f"{series.source}: embeddings against the corpus's signatures (SPEC §6.4, §7)")
+    title = f"{series.source}: embeddings against the corpus's signatures (SPEC §6.4, §7)"
+    if series.flagged:
+        title += "\nflagged, " + ("kept in" if series.keep_flagged else "left out of") + " the curves: " + "; ".join(
+            f"{name} ({'; '.join(why)})" for name, why in series.flagged.items())
+    fig.suptitle(title, fontsize=10 if series.flagged else None)
     return fig
 
 

@@ -43,6 +43,11 @@ class StaircaseSeries:
         val_loss: (steps, values) of the held-out loss, when the output has it.
         seconds: (S,) the wall time of each live measurement (the monitor's), or None.
         state: the file the numbers were read from.
+        extra: what else the output records (an analysis folder's setup, corpus and checks).
+        flagged: state name -> why it is flagged (an ``analyze-model`` series check: its embedding
+            equals another state's or ``main``'s); such states are left out of :meth:`measured`
+            unless ``keep_flagged``, and drawn apart (:meth:`flagged_points`).
+        keep_flagged: whether the flagged states stay in the curves.
     """
 
     source: str
@@ -54,6 +59,8 @@ class StaircaseSeries:
     seconds: np.ndarray | None = None
     state: Path | None = None
     extra: dict = field(default_factory=dict)
+    flagged: dict[str, list[str]] = field(default_factory=dict)
+    keep_flagged: bool = False
 
     def has(self, measure: str, part: str = "") -> bool:
         """Whether ``measure`` (with ``part``) was measured at some state."""
@@ -61,11 +68,22 @@ class StaircaseSeries:
         return name in self.values and bool(np.isfinite(self.values[name]).any())
 
     def measured(self, measure: str, part: str = "") -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) where ``measure`` was measured (the expensive parts skip states); positions
-        0..S-1 stand in for the steps when the states have none."""
+        """(steps, values) where ``measure`` was measured (the expensive parts skip states), flagged
+        states left out unless ``keep_flagged``; positions 0..S-1 stand in for the steps when the
+        states have none."""
+        return self._points(measure, part, ~self._flags() if not self.keep_flagged else None)
+
+    def flagged_points(self, measure: str, part: str = "") -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of the flagged states where ``measure`` was measured (:attr:`flagged`)."""
+        return self._points(measure, part, self._flags())
+
+    def _flags(self) -> np.ndarray:
+        return np.array([name in self.flagged for name in self.names], dtype=bool)
+
+    def _points(self, measure: str, part: str, among: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         values = self.values.get(key(measure, part), np.full(len(self.names), np.nan))
         at = self.steps if self.steps is not None else np.arange(len(self.names))
-        keep = ~np.isnan(values)
+        keep = ~np.isnan(values) & (True if among is None else among)
         return at[keep], values[keep]
 
     def layers(self) -> list[str]:
@@ -104,19 +122,23 @@ def run_losses(run_dir: str | os.PathLike) -> tuple[tuple | None, tuple | None]:
 
 
 def analysis_series(folder: str | os.PathLike) -> StaircaseSeries:
-    """The series of an ``analyze-model`` output folder (``analysis.json``), one state per checkpoint."""
+    """The series of an ``analyze-model`` output folder (``analysis.json``), one state per checkpoint,
+    with the flags of its series checks (``checks``; none in a folder written before them)."""
     folder = Path(folder)
     result = rundir.read_json(folder, ANALYSIS_FILE)
     rows = result["checkpoints"]
     names = [row["name"] for row in rows]
     steps = np.array([row["step"] for row in rows]) if all(row["step"] is not None for row in rows) else None
-    measures = [{name: value for name, value in row.items() if name not in ("name", "step", "commit", "weights")}
-                for row in rows]
+    # Only numbers are measures: the rows also say where the weights came from (commit, weights, hash).
+    measures = [{name: value for name, value in row.items()
+                 if name != "step" and (value is None or isinstance(value, (int, float)))} for row in rows]
     values = {name: np.array([np.nan if m.get(name) is None else m[name] for m in measures], dtype=np.float64)
               for name in dict.fromkeys(name for m in measures for name in m)}
+    checks = result.get("checks", {})
     return StaircaseSeries(str(result["source"]), names, steps, values, state=folder / ANALYSIS_FILE,
                            extra={"setup": result["setup"], "paths_skipped": result.get("paths_skipped"),
-                                  "corpus": result.get("corpus", {})})
+                                  "corpus": result.get("corpus", {}), "checks": checks},
+                           flagged=dict(checks.get("flagged", {})), keep_flagged=bool(checks.get("keep_flagged")))
 
 
 def trainer_series(directory: str | os.PathLike) -> StaircaseSeries:

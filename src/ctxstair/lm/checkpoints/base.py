@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -148,3 +149,56 @@ def embedding_parameter(config) -> tuple[str, str, tuple[int, ...]]:
     weight = model.get_input_embeddings().weight
     name = next(name for name, parameter in model.named_parameters() if parameter is weight)
     return name, model.base_model_prefix, tuple(weight.shape)
+
+
+def embedding_sha256(W_E: np.ndarray) -> str:
+    """SHA-256 (hex) of an input-embedding matrix (V, d) as read: its dtype, shape and C-order bytes.
+
+    The matrix alone is hashed, not its file, so two revisions whose files differ elsewhere (other
+    shards, metadata) but serve the same embedding hash the same. bf16 and fp16 are widened to
+    float32 exactly (an injective map), so equal hashes mean equal stored embeddings.
+    """
+    array = np.ascontiguousarray(W_E)
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(array.view(np.uint8).reshape(-1).data)
+    return digest.hexdigest()
+
+
+#: The parts of a ``tokenizer.json`` that do not change which ids a text gets: left out of its hash.
+_TOKENIZER_RUNTIME = ("truncation", "padding")
+
+
+@dataclass(frozen=True)
+class TokenizerIdentity:
+    """What a ``tokenizer.json`` encodes with (:func:`tokenizer_identity`).
+
+    Attributes:
+        sha256: of its canonical JSON (keys sorted) without truncation and padding settings.
+        vocab_size: its token ids, added tokens included.
+        sections: top-level key -> SHA-256 of that part, to name what differs.
+    """
+
+    sha256: str
+    vocab_size: int
+    sections: dict[str, str]
+
+    def differing(self, other: TokenizerIdentity) -> list[str]:
+        """The top-level parts (``model``, ``added_tokens``, ``normalizer``...) that differ from ``other``'s."""
+        return sorted(name for name in {*self.sections, *other.sections}
+                      if self.sections.get(name) != other.sections.get(name))
+
+
+def tokenizer_identity(file: Path) -> TokenizerIdentity:
+    """The :class:`TokenizerIdentity` of a ``tokenizer.json``; InputError naming it if unreadable."""
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+    content = read_json_file(file)
+    if not isinstance(content, dict):
+        raise InputError(f"{file} is not a tokenizer.json (a JSON object)")
+    content = {name: part for name, part in content.items() if name not in _TOKENIZER_RUNTIME}
+
+    def sha(part: object) -> str:
+        return hashlib.sha256(json.dumps(part, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    return TokenizerIdentity(sha(content), TextTokenizer.load(file).vocab_size,
+                             {name: sha(part) for name, part in content.items()})

@@ -18,7 +18,11 @@ safetensors is read from ``pytorch_model.bin`` (or its shard index), with PyTorc
 unpickler (:func:`ctxstair.lm.checkpoints.safety.restricted_state_dict`); the checkpoint says so
 (``info["weights"]``). The attention-path and path-share measures need the whole network, so for a
 Llama-family config and only then every weight file of the revision is fetched (:func:`read_state`).
-``trust_remote_code`` is always False. The tokenizer is the first revision's and serves all of them.
+``trust_remote_code`` is always False. The tokenizer is the first revision's and serves all of them:
+every other revision's ``tokenizer.json`` is fetched at the start and compared with it
+(:func:`ctxstair.lm.checkpoints.base.tokenizer_identity`); one that differs is refused before
+anything is measured. :meth:`HubSource.main_embedding_sha256` hashes ``main``'s embedding for the
+series checks of :func:`ctxstair.lm.analyze.series_checks`.
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ from ctxstair.lm.checkpoints.base import (
     Entry,
     built_model,
     embedding_parameter,
+    embedding_sha256,
     first_line,
     llama_positions,
     quiet_transformers,
     read_json_file,
+    tokenizer_identity,
     weight_array,
 )
 from ctxstair.lm.checkpoints.safety import restricted_state_dict
@@ -48,8 +54,9 @@ from ctxstair.lm.tokenizer import TextTokenizer
 
 #: A Hugging Face Hub model id, ``org/name``.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*")
-#: A revision that names its training step: ``step1000`` (Pythia), ``step1000-tokens4B`` (OLMo).
-_STEP_REVISION = re.compile(r"step(\d+)(?![0-9])")
+#: A revision that names its training step: ``step1000`` (Pythia); ``step1000-tokens4B`` and
+#: ``stage1-step1000-tokens4B`` (OLMo: a stage prefix, a token-count suffix).
+_STEP_REVISION = re.compile(r"(?:[A-Za-z0-9.]+-)*?step(\d+)(?:-tokens\d+[A-Za-z]*)?")
 _LOG_SPEC = re.compile(r"log:(\d+)")
 #: How a revision's weights were read (the ``weights`` of each result row).
 SAFETENSORS = "safetensors"
@@ -71,9 +78,9 @@ def hub_id(source: str | os.PathLike) -> str | None:
 
 
 def revision_step(revision: str) -> int | None:
-    """The training step a revision names (``step1000`` and ``step1000-tokens4B`` -> 1000), None for any
-    other name (``main``)."""
-    match = _STEP_REVISION.match(revision)
+    """The training step a revision names (``step1000``, ``step1000-tokens4B`` and
+    ``stage1-step1000-tokens4B`` -> 1000), None for any other name (``main``, ``stepper``)."""
+    match = _STEP_REVISION.fullmatch(revision)
     return None if match is None else int(match.group(1))
 
 
@@ -336,20 +343,66 @@ def _first_tensor(file: Path, weights: str, names: list[str]) -> tuple[str | Non
 
 
 class HubSource:
-    """Revisions of one Hub model (module docstring), in step order."""
+    """Revisions of one Hub model (module docstring), in step order.
+
+    Attributes:
+        tokenizer_checks: revision -> ``"same as <first>"`` or why it was not compared (no
+            ``tokenizer.json`` in that revision); InputError at construction when one differs.
+    """
 
     def __init__(self, repo_id: str, revisions: list[str]):
         self.repo_id, self.name, self.revisions = repo_id, repo_id, in_step_order(revisions)
         first = revision_files(repo_id, self.revisions[0])
-        self.tokenizer = TextTokenizer.load(fetch(repo_id, first.commit, "tokenizer.json"))
+        tokenizer_file = fetch(repo_id, first.commit, "tokenizer.json")
+        self.tokenizer = TextTokenizer.load(tokenizer_file)
         self.embedding_shape = embedding_parameter(first.config)[2]
         self.vocab_rows = self.embedding_shape[0]
         self.positions, self.no_model = llama_positions(first.config)
+        self.tokenizer_sha256, self.tokenizer_checks = self._check_tokenizers(tokenizer_file)
+
+    def _check_tokenizers(self, first_file: Path) -> tuple[str, dict[str, str]]:
+        """The first revision's tokenizer hash, and what was found of every other revision's
+        tokenizer; InputError naming the first revision whose tokenizer differs, and how."""
+        reference = tokenizer_identity(first_file)
+        first, checks = self.revisions[0], {}
+        for revision in self.revisions[1:]:
+            file = fetch(self.repo_id, revision, "tokenizer.json", optional=True)
+            if file is None:
+                checks[revision] = "not compared: no tokenizer.json"
+                continue
+            other = tokenizer_identity(file)
+            if other.vocab_size != reference.vocab_size:
+                raise InputError(f"revision {revision} of {self.repo_id} has a tokenizer of {other.vocab_size} tokens, "
+                                 f"not the {reference.vocab_size} of {first}: not one series")
+            if other.sha256 != reference.sha256:
+                differing = ", ".join(other.differing(reference))
+                raise InputError(f"revision {revision} of {self.repo_id} has a tokenizer unlike {first}'s "
+                                 f"(its tokenizer.json differs in {differing}): not one series")
+            checks[revision] = f"same as {first}"
+        return reference.sha256, checks
 
     def entries(self) -> list[Entry]:
         """One entry per revision, in step order."""
         return [Entry(revision, revision_step(revision), functools.partial(self._load, revision))
                 for revision in self.revisions]
+
+    def main_embedding_sha256(self) -> tuple[str | None, str | None]:
+        """``(sha256, None)`` of ``main``'s input embedding (:func:`embedding_sha256`), read as any
+        revision's; ``(None, why)`` when ``main`` cannot be read (offline and not cached, no weights)."""
+        try:
+            W_E, _, _ = read_input_embedding(revision_files(self.repo_id, DEFAULT_REVISION))
+        except InputError as error:
+            return None, str(error)
+        return embedding_sha256(W_E), None
+
+    def last_step(self) -> int | None:
+        """The largest step of the repository's ``step<N>`` revisions (:func:`series_revisions`), whose
+        embedding is ``main``'s by right; the series' own largest step when they cannot be listed."""
+        try:
+            names = series_revisions(self.repo_id)
+        except InputError:
+            names = [name for name in self.revisions if revision_step(name) is not None]
+        return revision_step(names[-1]) if names else None
 
     def _load(self, revision: str, models: bool) -> Checkpoint:
         """The revision's input embedding alone, plus the whole network when ``models`` and the first

@@ -1,0 +1,153 @@
+"""Tests for the series checks of ``ctxstair analyze-model ORG/NAME --revisions`` (ctxstair.lm.analyze.series_checks,
+ctxstair.lm.checkpoints.hub): byte-identical embeddings flagged, a changed tokenizer refused, vocabulary padding
+recorded and harmless, OLMo branch names read as steps. Offline, on the fake Hub cache of tests/test_hub.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import test_hub
+import torch
+import transformers
+from test_hub import add_series, cli, run_series, save_neox
+
+from ctxstair.errors import InputError
+from ctxstair.lm.checkpoints.base import embedding_sha256
+from ctxstair.lm.checkpoints.hub import in_step_order, revision_step
+from ctxstair.lm.schema import PROBE, RHO_NEXT
+from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.report.lm_figures import analysis_figure
+from ctxstair.report.lm_series import analysis_series
+
+# The fixtures of tests/test_hub.py: its fake Hub cache, its corpus and the tokenizer of its models.
+fake_hub, text, tokenizer = test_hub.fake_hub, test_hub.text, test_hub.tokenizer
+DUPLICATE = "its embedding is byte-identical to step0's"
+EQUALS_MAIN = "its embedding is byte-identical to main's, yet it is not the last step (16)"
+
+
+def test_olmo_and_pythia_branch_names_give_their_step():
+    assert revision_step("step1000") == 1000 and revision_step("step0") == 0
+    assert revision_step("step1000-tokens4B") == 1000
+    assert revision_step("stage1-step1000-tokens4B") == 1000
+    assert revision_step("stage2-ingredient1-step23852-tokens200B") == 23852
+    for other in ("main", "stepper", "step", "step10x", "stage1-main", "step1000-tokens"):
+        assert revision_step(other) is None, other
+    assert in_step_order(["main", "stage1-step2000-tokens8B", "step1000-tokens4B", "stage1-step0-tokens0B"]) == [
+        "stage1-step0-tokens0B", "step1000-tokens4B", "stage1-step2000-tokens8B", "main"]
+
+
+def copy_snapshot(fake_hub, source, repo_id: str, revision: str) -> None:
+    """A revision serving the files of another, byte for byte, under a commit of its own."""
+    target = fake_hub.snapshot(repo_id, revision)
+    for file in source.iterdir():
+        shutil.copy(file, target / file.name)
+
+
+def test_duplicated_branches_are_flagged_recorded_and_left_out_of_the_curve(fake_hub, tokenizer, text, tmp_path,
+                                                                           capsys):
+    folders = add_series(fake_hub, tokenizer, "neox")  # step0, step1, step4, step16, each its own weights
+    copy_snapshot(fake_hub, folders["step16"], "org/tiny", "main")  # main is the last step: by right
+    for revision, like in (("step1", "step0"), ("step4", "main")):  # mis-served branches
+        shutil.rmtree(folders[revision])
+        copy_snapshot(fake_hub, folders["step16" if like == "main" else like], "org/tiny", revision)
+    capsys.readouterr()
+    out = tmp_path / "series"
+    args = ["org/tiny", "--revisions", "step0,step1,step4,step16", "--corpus", "synthetic", "--k", "20",
+            "--window", "16"]
+    assert cli(*args, "--out", str(out)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"flagged step1, left out of the curves: {DUPLICATE}" in lines
+    assert f"flagged step4, left out of the curves: {EQUALS_MAIN}" in lines
+    checks = json.loads((out / "series.json").read_text())["checks"]
+    assert checks == json.loads((out / "analysis.json").read_text())["checks"]
+    # Each hash is that of the matrix transformers loads, computed here from the model itself.
+    expected = {}
+    for revision in ("step0", "step16"):
+        model = transformers.AutoModelForCausalLM.from_pretrained(folders[revision])
+        expected[revision] = embedding_sha256(model.get_input_embeddings().weight.detach().numpy())
+    assert expected["step0"] != expected["step16"]
+    assert checks["embedding_sha256"] == {"step0": expected["step0"], "step1": expected["step0"],
+                                          "step4": expected["step16"], "step16": expected["step16"]}
+    assert checks["main"] == {"checked": True, "sha256": expected["step16"]}  # hashed though not in the series
+    assert checks["last_step"] == 16
+    assert checks["flagged"] == {"step1": [DUPLICATE], "step4": [EQUALS_MAIN]}
+    assert checks["keep_flagged"] is False
+    # Rows stay, the curve leaves the flagged ones out and the figure marks them.
+    series = analysis_series(out)
+    assert series.names == ["step0", "step1", "step4", "step16"]
+    assert list(series.measured(RHO_NEXT)[0]) == [0, 16]
+    assert list(series.flagged_points(RHO_NEXT)[0]) == [1, 4]
+    rho = series.values[RHO_NEXT]
+    assert rho[0] == rho[1] and rho[2] == rho[3]  # the duplicates measure as what they serve
+    figure = analysis_figure(out)
+    labels = figure.axes[1].get_legend_handles_labels()[1]
+    assert "flagged (embedding equals another state's or main's): left out of the curve" in labels
+    assert "step1" in figure.get_suptitle() and "step4" in figure.get_suptitle()
+    # --keep-flagged keeps them in, and says so; the checkpoints are read back, not measured again.
+    assert cli(*args, "--out", str(tmp_path / "kept"), "--keep-flagged") == 0
+    assert f"flagged step1, kept in the curves (--keep-flagged): {DUPLICATE}" in capsys.readouterr().out
+    kept = analysis_series(tmp_path / "kept")
+    assert kept.keep_flagged and list(kept.measured(RHO_NEXT)[0]) == [0, 1, 4, 16]
+    assert list(kept.measured(PROBE)[1]) == list(series.values[PROBE])
+
+
+def test_without_main_the_check_against_it_is_recorded_as_not_made(fake_hub, tokenizer, text):
+    folders = add_series(fake_hub, tokenizer, "neox", revisions=["step0", "step1"])
+    shutil.rmtree(folders["step1"])
+    copy_snapshot(fake_hub, folders["step0"], "org/tiny", "step1")
+    checks = run_series("org/tiny", ["step0", "step1"], text, paths=False)["checks"]
+    assert checks["flagged"] == {"step1": [DUPLICATE]}
+    assert checks["main"]["checked"] is False
+    assert "config.json of org/tiny at main is not in the local Hugging Face cache" in checks["main"]["why"]
+    assert checks["tokenizer"]["revisions"] == {"step1": "same as step0"}
+
+
+def test_a_revision_with_another_tokenizer_is_refused_by_name(fake_hub, tokenizer, text):
+    add_series(fake_hub, tokenizer, "neox", revisions=["step0", "step1"])
+    bigger = TextTokenizer.train_bpe(text, vocab_size=410)
+    save_neox(fake_hub.snapshot("org/tiny", "step4"), bigger, seed=3)
+    with pytest.raises(InputError, match=r"revision step4 of org/tiny has a tokenizer of 410 tokens, not the 400 "
+                                         r"of step0: not one series"):
+        run_series("org/tiny", ["step0", "step1", "step4"], text, paths=False)
+    other = TextTokenizer.train_bpe(text[len(text) // 2:], vocab_size=400)  # same size, other merges
+    assert other.vocab_size == 400 and other.tokenizer.get_vocab() != tokenizer.tokenizer.get_vocab()
+    save_neox(fake_hub.snapshot("org/tiny", "step16"), other, seed=4)
+    with pytest.raises(InputError, match=r"revision step16 of org/tiny has a tokenizer unlike step0's \(its "
+                                         r"tokenizer.json differs in model\)"):
+        run_series("org/tiny", ["step0", "step16"], text, paths=False)
+
+
+def test_padded_embedding_rows_are_recorded_and_change_no_measure(fake_hub, tokenizer, text):
+    (unpadded_folder,) = add_series(fake_hub, tokenizer, "neox", repo_id="org/unpadded", revisions=["step0"]).values()
+    unpadded = transformers.AutoModelForCausalLM.from_pretrained(unpadded_folder)
+    # The same model with 16 more rows of random weights in its input and output embeddings (as Pythia's
+    # 50,304 rows for 50,277 tokens): rows no text ever uses.
+    config = transformers.GPTNeoXConfig(**{**unpadded.config.to_dict(), "vocab_size": tokenizer.vocab_size + 16})
+    torch.manual_seed(7)
+    padded = transformers.AutoModelForCausalLM.from_config(config)
+    state = unpadded.state_dict()
+    with torch.no_grad():
+        for name, tensor in padded.state_dict().items():
+            tensor[: state[name].shape[0]] = state[name]
+    folder = fake_hub.snapshot("org/padded", "step0")
+    padded.save_pretrained(folder)
+    shutil.copy(unpadded_folder / "tokenizer.json", folder / "tokenizer.json")
+    a = run_series("org/unpadded", ["step0"], text, paths=False)
+    b = run_series("org/padded", ["step0"], text, paths=False)
+    assert (b["checks"]["embedding_rows"], b["checks"]["tokenizer_size"], b["checks"]["padding_rows"]) == (416, 400, 16)
+    assert (a["checks"]["embedding_rows"], a["checks"]["padding_rows"]) == (400, 0)
+    assert b["setup"]["vocab_size"] == 416 and a["setup"]["vocab_size"] == 400  # V: the embedding rows
+    (row_a,), (row_b,) = a["checkpoints"], b["checkpoints"]
+    assert row_a["embedding_sha256"] != row_b["embedding_sha256"]
+    # The padded rows are never among the tokens T, and as next tokens they are columns of zeros in every
+    # signature: the probe (on W_E[T] alone) is the same bits, ρ_next the same up to the order of BLAS sums.
+    for key in row_a:
+        if key.startswith("probe"):
+            assert row_a[key] == row_b[key], key
+    for key in ("rho_next", "rho_next_spearman"):
+        np.testing.assert_allclose(row_b[key], row_a[key], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(b["similarity"]["next"], a["similarity"]["next"], rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(b["similarity"]["embedding"], a["similarity"]["embedding"])
