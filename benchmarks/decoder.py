@@ -38,8 +38,12 @@ SETTINGS = (
 )
 
 
-def _step_times(cfg: DecoderConfig, n: int, T: int) -> tuple[float, float, float]:
-    """Median seconds per training step of ours and of Llama, and the largest logit difference at the start."""
+def step_times(cfg: DecoderConfig, n: int, T: int, *, optimize: bool = True, warmup: int = WARMUP,
+               steps: int = STEPS) -> tuple[float, float, float]:
+    """Median seconds per training step of ours and of Llama, and the largest logit difference at the start.
+
+    Token windows are (n, T). Without ``optimize`` a step is gradients only (zero_grad, forward, loss,
+    backward: a user's own loop before its optimizer), timed the same way."""
     ours = DecoderLM(cfg)
     llama = to_hf(ours)
     llama.set_attn_implementation("sdpa")
@@ -53,17 +57,18 @@ def _step_times(cfg: DecoderConfig, n: int, T: int) -> tuple[float, float, float
     def step_llama():
         llama(tokens, labels=tokens).loss.backward()
 
-    runs = [(step_ours, torch.optim.AdamW(ours.parameters(), lr=3e-3), []),
-            (step_llama, torch.optim.AdamW(llama.parameters(), lr=3e-3), [])]
-    for i in range(WARMUP + STEPS):
-        for step, optimizer, times in runs:
+    runs = [(step_ours, ours, torch.optim.AdamW(ours.parameters(), lr=3e-3) if optimize else None, []),
+            (step_llama, llama, torch.optim.AdamW(llama.parameters(), lr=3e-3) if optimize else None, [])]
+    for i in range(warmup + steps):
+        for step, model, optimizer, times in runs:
             start = time.perf_counter()
-            optimizer.zero_grad()
+            model.zero_grad()
             step()
-            optimizer.step()
-            if i >= WARMUP:
+            if optimizer is not None:
+                optimizer.step()
+            if i >= warmup:
                 times.append(time.perf_counter() - start)
-    return statistics.median(runs[0][2]), statistics.median(runs[1][2]), gap
+    return statistics.median(runs[0][3]), statistics.median(runs[1][3]), gap
 
 
 def _lm_train_tokens_per_second() -> tuple[float, int]:
@@ -86,7 +91,7 @@ def main() -> None:
     print("| setting | ours (ms/step) | Llama sdpa (ms/step) | speed-up (Llama / ours) | max logit difference |")
     print("|---|---|---|---|---|")
     for label, cfg, n, T in SETTINGS:
-        ours, llama, gap = _step_times(cfg, n, T)
+        ours, llama, gap = step_times(cfg, n, T)
         print(f"| {label} | {ours * 1e3:.1f} | {llama * 1e3:.1f} | {llama / ours:.2f}× | {gap:.1e} |")
     rate, steps = _lm_train_tokens_per_second()
     print(f"\n`ctxstair lm train` at its defaults (synthetic corpus, {steps} steps, --no-analysis): "

@@ -1,5 +1,10 @@
 """``ctxstair bench``: the headline table, one real benchmark, and the error
-outside a source checkout."""
+outside a source checkout; the LM throughput benchmark's quick mode."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +158,19 @@ def test_bench_unknown_name_exits_2(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "--only", "nosuch"])
     assert exit_.value.code == 2
+
+
+def test_lm_throughput_quick_prints_both_ratios():
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "lm_throughput.py"), "--quick"],
+                         check=True, capture_output=True, text=True).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| d = 64")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    rates = [float(cells[i].replace(",", "")) for i in (1, 2, 4, 5)]
+    assert all(rate > 0 for rate in rates)
+    for ours, llama, ratio in ((rates[0], rates[1], cells[3]), (rates[2], rates[3], cells[6])):
+        shown = float(re.match(r"\*\*(\S+)×\*\*", ratio).group(1))
+        # Llama's time over ours is our tokens/s over Llama's (rounded to whole tokens/s and 0.01).
+        assert shown == pytest.approx(ours / llama, abs=0.006)
+        assert ratio.endswith(": met" if shown >= 1.0 else ": not met")
