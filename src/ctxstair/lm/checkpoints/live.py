@@ -54,7 +54,9 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool) -> tuple[int, n
 
     ``model``: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``), a DecoderLM, or any
     module with a ``W_E`` attribute (V, d) (a TransformerLens ``HookedTransformer``); wrapped in
-    ``DistributedDataParallel`` or ``torch.compile`` is fine; any device, any float dtype."""
+    ``DistributedDataParallel`` or ``torch.compile`` is fine; any device, any float dtype. Sharded by
+    FSDP2 (DTensor parameters), every rank must call it: the rows are gathered from the ranks that hold
+    them, the whole network only for the path measures."""
     from ctxstair.models import DecoderLM
     from ctxstair.models.decoder_hf import decoder_config_from_hf, from_hf_weights
 
@@ -90,12 +92,43 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool) -> tuple[int, n
                          f"shape {tuple(W_E.shape)}")
     if tokens.max() >= W_E.shape[0]:
         raise InputError(f"tokens hold id {tokens.max()}, but the model has only {W_E.shape[0]} embedding rows")
-    rows = W_E[torch.from_numpy(tokens).to(W_E.device)].cpu()
+    rows = _sharded_rows(W_E, tokens) if _is_dtensor(W_E) else W_E[torch.from_numpy(tokens).to(W_E.device)].cpu()
     rows = (rows if rows.dtype == torch.float64 else rows.float()).numpy().astype(np.float64)
     return int(W_E.shape[0]), rows, decoder, why
 
 
 def _cpu_float32(state: dict) -> dict:
     """A state dict's floating tensors as float32 CPU copies (integer buffers as they are, on the CPU)."""
-    return {name: tensor.detach().to("cpu", torch.float32 if tensor.is_floating_point() else tensor.dtype)
+    return {name: _whole(tensor).detach().to("cpu", torch.float32 if tensor.is_floating_point() else tensor.dtype)
             for name, tensor in state.items()}
+
+
+def _is_dtensor(tensor: torch.Tensor) -> bool:
+    return type(tensor).__name__ == "DTensor"  # FSDP2's sharded parameters; no import of torch.distributed needed
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, gathered whole when it is a DTensor (a collective every rank joins)."""
+    return tensor.full_tensor() if _is_dtensor(tensor) else tensor
+
+
+def _sharded_rows(W_E: torch.Tensor, tokens: np.ndarray) -> torch.Tensor:
+    """The rows ``tokens`` (k,) of an FSDP2 embedding (V, d) sharded by rows, as a CPU tensor (k, d):
+    each rank fills the rows it holds (FSDP2 gives rank r the rows ``[r c, (r + 1) c)``,
+    c = ceil(V / ranks), as ``torch.chunk`` cuts) into zeros, and a sum over the ranks assembles them;
+    only k rows travel, never the whole matrix. Every rank must call it."""
+    import torch.distributed as dist
+    from torch.distributed.tensor.placement_types import Shard
+
+    mesh, local = W_E.device_mesh, W_E.to_local()
+    if mesh.ndim != 1 or W_E.placements != (Shard(0),):
+        return W_E.full_tensor()[torch.from_numpy(tokens).to(local.device)].cpu()
+    group = mesh.get_group()
+    chunk = -(-W_E.shape[0] // dist.get_world_size(group))
+    start = dist.get_rank(group) * chunk
+    ids = torch.from_numpy(tokens).to(local.device)
+    mine = (ids >= start) & (ids < start + local.shape[0])
+    rows = torch.zeros(len(tokens), local.shape[1], dtype=local.dtype, device=local.device)
+    rows[mine] = local[ids[mine] - start]
+    dist.all_reduce(rows, group=group)
+    return rows.cpu()
