@@ -1,41 +1,151 @@
-"""The staircase monitor inside FSDP2 training (two processes, gloo, CPU): every rank calls
-``measure``; the embedding rows of the tracked tokens are gathered from the ranks holding them and
-the whole network only for the path measures; the numbers equal the unsharded model's, and
-measuring between optimizer steps leaves the trained weights bit for bit as without it."""
+"""The staircase monitor inside sharded training: FSDP2 (``fully_shard``), FSDP1
+(``FullyShardedDataParallel``) and DeepSpeed ZeRO-3 in a two-process gloo job on the CPU
+(tests/monitor_sharded_worker.py); which parameters ZeRO-3 is asked to gather, through a stand-in of
+``deepspeed.zero.GatheredParameters`` that records its calls; and the two callbacks in sharded runs
+that the CPU allows — a Hugging Face Trainer under DeepSpeed ZeRO-3 and Lightning's FSDP2
+(``ModelParallelStrategy``) — (tests/monitor_callback_worker.py; the Trainer's FSDP and Lightning's
+FSDPStrategy need a GPU and run with ``CTXSTAIR_TEST_DEVICE=cuda``). Every rank calls ``measure``;
+rank 0 gets numbers equal to the unsharded model's, the other rank ``{}``; measuring between
+optimizer steps leaves the trained weights bit for bit as without it. With
+``CTXSTAIR_TEST_DEVICE=cuda`` the same runs go to the GPU, in a one-process NCCL group
+(benchmarks/device_check.sh)."""
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
+
+from ctxstair.models import DecoderConfig, DecoderLM
+from ctxstair.monitor import StaircaseMonitor
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
+ON_CUDA = os.environ.get("CTXSTAIR_TEST_DEVICE") == "cuda"
+WORLD = 1 if ON_CUDA else 2
 
 
-@pytest.fixture(scope="module")
-def fsdp2(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("fsdp2") / "result.json"
+def torchrun(worker: str, how: str, out: Path) -> list[dict]:
+    """Each rank's record (``<how>.rank<r>.json``) of ``worker`` run for ``how`` in ``WORLD`` processes."""
+    if ON_CUDA and not torch.cuda.is_available():
+        pytest.skip("CTXSTAIR_TEST_DEVICE=cuda, but torch sees no CUDA device")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",
-                             str(TESTS / "monitor_fsdp2_worker.py"), str(out)],
-                            env=env, capture_output=True, text=True, timeout=180)
+    if not ON_CUDA:
+        env["DS_ACCELERATOR"] = "cpu"  # DeepSpeed's CPU back end (it compiles a small C++ op on first use)
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={WORLD}", "--standalone",
+                             str(TESTS / worker), str(out), how], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(out.read_text())
+    return [json.loads((out / f"{how}.rank{r}.json").read_text()) for r in range(WORLD)]
 
 
-def test_the_embedding_is_really_sharded(fsdp2):
-    assert fsdp2["local_rows"] == 151  # rank 0's half of the 301 rows
+@pytest.fixture(scope="module", params=["fsdp2", "fsdp1", "zero3"])
+def run(request, tmp_path_factory) -> dict:
+    """Each rank's record of the worker for one wrapper."""
+    return {"how": request.param,
+            "ranks": torchrun("monitor_sharded_worker.py", request.param, tmp_path_factory.mktemp(request.param))}
 
 
-def test_fsdp2_measures_equal_the_unsharded_model(fsdp2):
-    reference, sharded = fsdp2["reference"], fsdp2["sharded"]
-    assert sharded.keys() == reference.keys() and any(k.startswith("path_share/") for k in reference)
-    for name, value in reference.items():
-        assert sharded[name] == pytest.approx(value, rel=0, abs=1e-6), name
+def test_the_models_are_really_sharded(run):
+    for record in run["ranks"]:
+        assert record["world_size"] == WORLD
+        for model in record["models"].values():
+            assert model["local_numel"] <= -(-record["full_numel"] // WORLD) + 64  # a share, FSDP1's padding at most
 
 
-def test_measuring_between_steps_leaves_the_weights_bitwise_unchanged(fsdp2):
-    assert fsdp2["weights_equal"] is True
+def test_rank_0_measures_what_the_unsharded_model_gives(run):
+    for name, model in run["ranks"][0]["models"].items():
+        reference, sharded = model["reference"], model["sharded"]
+        assert model["skipped"] is None, name
+        assert sharded.keys() == reference.keys(), name
+        assert any(k.startswith("path_share/") for k in reference) and "rho_next" in reference
+        for key, value in reference.items():
+            assert sharded[key] == pytest.approx(value, rel=0, abs=1e-6), (name, key)
+
+
+def test_the_other_ranks_take_part_and_get_nothing(run):
+    for record in run["ranks"][1:]:
+        assert all(model["sharded"] == {} for model in record["models"].values())
+
+
+def test_measuring_between_steps_leaves_the_trained_weights_bitwise_equal(run):
+    for record in run["ranks"]:
+        assert record["weights_changed"] is True  # the steps trained something
+        assert record["weights_bitwise_equal"] is True
+
+
+class StandInZero3:
+    """A stand-in for ``deepspeed``: ``zero.GatheredParameters`` fills the size-0 placeholders of the
+    parameters it is given from the whole tensors kept aside, and empties them again on exit, as
+    ZeRO-3 does; it records what it was asked to gather."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.whole = {}
+        for i, p in enumerate(model.parameters()):
+            p.ds_id = i
+            self.whole[i] = p.data.clone()
+            p.data = torch.empty(0, dtype=p.dtype)
+        self.calls: list[tuple[list[int], object]] = []
+        self.module = types.SimpleNamespace(zero=types.SimpleNamespace(GatheredParameters=self.gathered))
+
+    @contextlib.contextmanager
+    def gathered(self, params, modifier_rank=-1):
+        params = list(params)
+        self.calls.append(([p.ds_id for p in params], modifier_rank))
+        for p in params:
+            p.data = self.whole[p.ds_id]
+        try:
+            yield
+        finally:
+            for p in params:
+                p.data = torch.empty(0, dtype=p.dtype)
+
+
+@pytest.mark.skipif(ON_CUDA, reason="the ZeRO-3 stand-in runs on the CPU only")
+def test_zero3_parameters_are_read_inside_gathered_parameters(monkeypatch):
+    model = DecoderLM(DecoderConfig(vocab_size=40, d_model=16, n_layers=2, n_heads=2, head_dim=8, d_mlp=32,
+                                    max_seq_len=16, seed=1))
+    windows = torch.randint(0, 40, (32, 16), generator=torch.Generator().manual_seed(0))
+    monitor = StaircaseMonitor(windows, [3, 9, 1, 30, 17, 22], vocab_size=40, probe=False, attention_windows=4,
+                               path_windows=1)
+    reference = monitor.measure(model)
+    standin = StandInZero3(model)
+    monkeypatch.setitem(sys.modules, "deepspeed", standin.module)
+    embedding_only = monitor.measure(model, paths=False)
+    assert standin.calls[0] == ([0], None)  # W_E alone, read-only
+    everything = monitor.measure(model)
+    assert all(modifier is None for _, modifier in standin.calls)
+    gathered = sorted(i for ids, _ in standin.calls[1:] for i in ids)
+    assert gathered[-len(standin.whole):] == sorted(standin.whole)  # every parameter, for the paths
+    assert all(p.numel() == 0 for p in model.parameters())  # placeholders again afterwards
+    for key in ("rho_next", "rho_next_spearman"):
+        assert embedding_only[key] == reference[key]
+    assert everything.keys() == reference.keys()
+    np.testing.assert_array_equal([everything[k] for k in reference], [reference[k] for k in reference])
+
+
+CALLBACK_RUNS = ["trainer-zero3", "lightning-fsdp2"] + (["trainer-fsdp1", "trainer-fsdp2", "lightning-fsdp1"]
+                                                       if ON_CUDA else [])
+
+
+@pytest.mark.parametrize("how", CALLBACK_RUNS)
+def test_the_callbacks_measure_a_sharded_training_on_every_rank_and_log_on_rank_0(how, tmp_path):
+    ranks = torchrun("monitor_callback_worker.py", how, tmp_path)
+    for record in ranks:
+        assert record["world_size"] == WORLD
+        assert record["held"] <= -(-record["full"] // WORLD) + 64  # really sharded
+        assert record["weights_changed"] is True
+        assert record["weights_bitwise_equal"] is True  # the callback changed nothing in the training
+    assert ranks[0]["measured_steps"] == [1, 2, 4]  # the cadence: log-spaced, every 2, and the last step
+    assert all(record["measured_steps"] == [] for record in ranks[1:])
+    # The last measurement is taken after the last optimizer step: the numbers of the final weights.
+    last, final = ranks[0]["last"], ranks[0]["final_whole"]
+    assert {key.removeprefix("staircase/") for key in last} - {"seconds", "step"} == final.keys()
+    assert any(key.startswith("path_share/") for key in final)
+    for key, value in final.items():
+        assert last["staircase/" + key] == pytest.approx(value, rel=0, abs=1e-6), key

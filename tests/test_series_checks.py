@@ -151,3 +151,45 @@ def test_padded_embedding_rows_are_recorded_and_change_no_measure(fake_hub, toke
         np.testing.assert_allclose(row_b[key], row_a[key], rtol=1e-12, atol=0)
     np.testing.assert_allclose(b["similarity"]["next"], a["similarity"]["next"], rtol=0, atol=1e-14)
     np.testing.assert_array_equal(b["similarity"]["embedding"], a["similarity"]["embedding"])
+
+
+def test_a_folder_of_checkpoints_checks_every_tokenizer_against_the_first(tokenizer, text, tmp_path):
+    from model_helpers import save_model
+
+    from ctxstair.lm.analyze import analyze_model
+    from ctxstair.lm.checkpoints.hf_folder import HFFolderSource
+
+    for step in (1, 2, 3):
+        save_model(tmp_path / "run" / f"checkpoint-{step}", tokenizer, seed=step)
+    (tmp_path / "run" / "checkpoint-3" / "tokenizer.json").unlink()
+    source = HFFolderSource(tmp_path / "run")
+    assert source.tokenizer_checks == {"checkpoint-2": "same as checkpoint-1",
+                                       "checkpoint-3": "not compared: no tokenizer.json"}
+    result = analyze_model(tmp_path / "run", text=text, k=20, window=16, probe=False, paths=False)
+    assert result["checks"]["tokenizer"]["revisions"] == source.tokenizer_checks
+    other = TextTokenizer.train_bpe(text, vocab_size=410)
+    save_model(tmp_path / "run" / "checkpoint-3", other, seed=3)
+    with pytest.raises(InputError, match=r"checkpoint-3 of .*run has a tokenizer of 410 tokens, not the 400 of "
+                                         r"checkpoint-1: not one series"):
+        HFFolderSource(tmp_path / "run")
+    shutil.copy(tmp_path / "run" / "checkpoint-1" / "tokenizer.json", tmp_path / "run" / "checkpoint-3")
+    changed = json.loads((tmp_path / "run" / "checkpoint-1" / "tokenizer.json").read_text())
+    changed["model"]["merges"] = changed["model"]["merges"][::-1]
+    (tmp_path / "run" / "checkpoint-2" / "tokenizer.json").write_text(json.dumps(changed))
+    with pytest.raises(InputError, match=r"checkpoint-2 of .*run has a tokenizer unlike checkpoint-1's \(its "
+                                         r"tokenizer.json differs in model\)"):
+        HFFolderSource(tmp_path / "run")
+
+
+def test_the_attention_heatmap_hatches_the_flagged_columns(fake_hub, tokenizer, text, tmp_path):
+    folders = add_series(fake_hub, tokenizer, "llama", revisions=["step0", "step1", "step4"])
+    shutil.rmtree(folders["step1"])
+    copy_snapshot(fake_hub, folders["step0"], "org/tiny", "step1")
+    out = tmp_path / "series"
+    assert cli("org/tiny", "--revisions", "step0,step1,step4", "--corpus", "synthetic", "--k", "20", "--window", "16",
+               "--out", str(out)) == 0
+    figure = analysis_figure(out)
+    (heatmap,) = [ax for ax in figure.axes if ax.get_title().startswith("attention-path correlation by layer")]
+    hatched = [patch for patch in heatmap.patches if patch.get_hatch()]
+    assert [patch.get_x() + 0.5 for patch in hatched] == [1]  # step1's column alone
+    assert "flagged (embedding equals another state's or main's)" in heatmap.get_legend_handles_labels()[1]

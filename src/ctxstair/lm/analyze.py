@@ -181,7 +181,8 @@ def series_checks(source: Source, rows: list[dict], keep_flagged: bool = False) 
         JSON-ready dict: ``embedding_sha256`` (name -> hash); ``main`` (``checked`` and ``sha256``, or
         ``why`` it was not); ``last_step`` (the step whose embedding may equal ``main``'s);
         ``flagged`` (name -> the reasons, a list of lines); ``keep_flagged``; ``tokenizer`` (its
-        hash and what was found of each other revision's, Hub models); ``embedding_rows``,
+        hash and what was found of each other revision's or checkpoint folder's: Hub models, folders
+        of checkpoints); ``embedding_rows``,
         ``tokenizer_size`` and ``padding_rows`` (rows beyond the tokenizer, which no text uses).
     """
     from ctxstair.lm.checkpoints.hub import DEFAULT_REVISION, HubSource
@@ -210,7 +211,8 @@ def series_checks(source: Source, rows: list[dict], keep_flagged: bool = False) 
         else:
             first_with[own] = name
     size = source.tokenizer.vocab_size
-    tokenizer = ({"sha256": source.tokenizer_sha256, "revisions": source.tokenizer_checks} if hub else
+    checks = getattr(source, "tokenizer_checks", None)  # Hub series and folders of checkpoints
+    tokenizer = ({"sha256": source.tokenizer_sha256, "revisions": checks} if checks is not None else
                  {"checked": False, "why": "one tokenizer serves every checkpoint of this source"})
     return {"embedding_sha256": hashes, "main": main, "last_step": last, "flagged": flagged,
             "keep_flagged": bool(keep_flagged), "tokenizer": tokenizer, "embedding_rows": source.vocab_rows,

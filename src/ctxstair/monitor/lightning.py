@@ -6,8 +6,11 @@
 
 At each step of the :class:`~ctxstair.monitor.staircase.Cadence` (counted in optimizer steps,
 ``trainer.global_step``, after the step) the global-zero process measures the model and hands the
-numbers to every logger of the trainer (``logger.log_metrics(metrics, step)``); the other processes
-do nothing, and nothing is communicated between processes, so data-parallel runs cannot wait on it.
+numbers to every logger of the trainer (``logger.log_metrics(metrics, step)``). In a data-parallel
+run the other processes do nothing, and nothing is communicated between processes, so the run cannot
+wait on it. A sharded model (``ModelParallelStrategy``'s FSDP2, ``FSDPStrategy``'s FSDP1 — whose
+root is ``trainer.strategy.model`` — or DeepSpeed ZeRO-3) is measured on every process, at the same
+steps, because its weights are gathered by collectives that all of them join; global zero logs.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import lightning.pytorch as pl
 import torch
 
 from ctxstair.errors import InputError
+from ctxstair.lm.checkpoints.live import every_rank
 from ctxstair.monitor import KEY_PREFIX
 from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor, callback_schedule
 
@@ -59,10 +63,13 @@ class StaircaseLightningCallback(pl.Callback):
         if self.cadence is None or step == self._last_step or step not in self.cadence:
             return
         self._last_step = step
-        if not trainer.is_global_zero:
+        network, root = self.select(pl_module), trainer.strategy.model
+        if not (trainer.is_global_zero or every_rank(network, root)):
             return
         start = time.perf_counter()
-        values = self.monitor.measure_at(self.select(pl_module), step, self.cadence)
+        values = self.monitor.measure_at(network, step, self.cadence, root=root)
+        if not trainer.is_global_zero:
+            return
         values["seconds"] = time.perf_counter() - start
         metrics = {KEY_PREFIX + name: value for name, value in values.items()}
         for logger in trainer.loggers:

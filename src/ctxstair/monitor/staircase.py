@@ -22,7 +22,9 @@ the CPU in float32 (only the rows of T for the embedding measures; the whole net
 DecoderLM, for the path measures); the model is never run and never changed, the training's random
 streams are not touched, and torch's threads and deterministic-algorithms flag are left as the
 training set them. So a model on CUDA works, and the training run with a monitor computes the same
-weights as without.
+weights as without. A model sharded across processes (FSDP2, FSDP1, DeepSpeed ZeRO-3) is gathered
+for the read by collectives that every rank must join: every rank calls ``measure``, rank 0 gets
+the numbers (:mod:`ctxstair.lm.checkpoints.live`).
 """
 
 from __future__ import annotations
@@ -198,17 +200,23 @@ class StaircaseMonitor:
         Trainer callback records)."""
         return self.setup.record()
 
-    def measure(self, model: torch.nn.Module, *, probe: bool | None = None,
-                paths: bool | None = None) -> dict[str, float]:
+    def measure(self, model: torch.nn.Module, *, probe: bool | None = None, paths: bool | None = None,
+                root: torch.nn.Module | None = None) -> dict[str, float]:
         """The measurements of the module docstring for ``model`` in its current state.
 
         Args:
             model: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``), a
                 :class:`~ctxstair.models.DecoderLM`, or any module with a ``W_E`` attribute (V, d)
                 (a TransformerLens ``HookedTransformer``); wrapped in ``DistributedDataParallel``
-                or ``torch.compile`` is fine. On any device, in any float dtype.
+                or ``torch.compile`` is fine. On any device, in any float dtype. Sharded by FSDP2
+                (``fully_shard``), FSDP1 (``FullyShardedDataParallel``: pass the wrapper it returned,
+                or the network inside with ``root=``) or DeepSpeed ZeRO-3: every rank must call
+                ``measure`` at the same steps (the weights it reads are gathered by collectives that
+                every rank joins), and only rank 0 gets the numbers; the others get ``{}``.
             probe, paths: take the probe / the path measures this time (default: the monitor's
                 settings; True for a part the monitor was built without is an InputError).
+            root: the FSDP1 ``FullyShardedDataParallel`` root that holds ``model`` (the callbacks
+                pass the training's wrapper); anything else given here is ignored.
 
         Returns:
             name -> float (the schema of :mod:`ctxstair.lm.schema`): ``rho_next``,
@@ -216,7 +224,7 @@ class StaircaseMonitor:
             ``probe_heldout_mse``, ``probe_shuffled_mse``; with the paths and a Llama-family model:
             ``attention_path_corr/<ℓ>``, ``attention_path_null/<ℓ>`` per layer and ``path_share/<path>``
             (``embed``, ``attn.ℓ``, ``mlp.ℓ``). Other models get no path keys and :attr:`skipped`
-            says why.
+            says why. ``{}`` on every rank but 0 of a sharded model.
         """
         probe = self.probe if probe is None else bool(probe)
         paths = self.paths if paths is None else bool(paths)
@@ -225,27 +233,34 @@ class StaircaseMonitor:
         start = time.perf_counter()
         with _one_blas_thread():
             with reading(model):
-                V, rows, decoder, why = live_weights(model, self.tokens, paths)
+                read = live_weights(model, self.tokens, paths, root)
+            if read is None:  # a rank other than 0: it took part in any gather, rank 0 measures
+                self.skipped, self.seconds = None, {"embeddings": time.perf_counter() - start}
+                return {}
+            V, rows, decoder, why = read
+            self.skipped = why if paths else None
             (values,) = self.setup.measure_rho(rows[None], V)
             self.seconds = {"embeddings": time.perf_counter() - start}
             if probe:
                 start = time.perf_counter()
                 values.update(self.setup.measure_probe(rows[None])[0])
                 self.seconds["probe"] = time.perf_counter() - start
-            self.skipped = why if paths else None
             if decoder is not None:
                 start = time.perf_counter()
                 values.update(self.setup.measure_paths(decoder, V))
                 self.seconds["paths"] = time.perf_counter() - start
             return values
 
-    def measure_at(self, model: torch.nn.Module, step: int, cadence: Cadence) -> dict[str, float] | None:
+    def measure_at(self, model: torch.nn.Module, step: int, cadence: Cadence,
+                   root: torch.nn.Module | None = None) -> dict[str, float] | None:
         """:meth:`measure` with the parts ``cadence`` asks for at ``step`` (and the monitor has); None
-        when nothing is due at this step."""
+        when nothing is due at this step — then the model is not looked at, so a sharded model
+        gathers nothing."""
         parts = cadence.parts(step)
         if parts is None:
             return None
-        return self.measure(model, probe=self.probe and parts["probe"], paths=self.paths and parts["paths"])
+        return self.measure(model, probe=self.probe and parts["probe"], paths=self.paths and parts["paths"],
+                            root=root)
 
     def log(self, writer: object, model: torch.nn.Module, step: int,
             cadence: Cadence | None = None) -> dict[str, float]:
@@ -254,7 +269,8 @@ class StaircaseMonitor:
 
         With a :class:`Cadence`, only at its steps and only its parts (:meth:`measure_at`; call it
         after every optimizer step); without one, every part the monitor has, now. Returns what was
-        written (``{}`` when nothing was due)."""
+        written (``{}`` when nothing was due). A sharded model: call it on every rank; only rank 0
+        writes (the others may pass ``writer=None``)."""
         values = self.measure(model) if cadence is None else self.measure_at(model, step, cadence) or {}
         for name, value in values.items():
             writer.add_scalar(LOG_PREFIX + name, value, step)

@@ -15,12 +15,16 @@ construction, so they come before any callback passed with ``callbacks=`` or add
 1. at a step of its :class:`~ctxstair.monitor.staircase.Cadence` sets ``control.should_log`` in
    ``on_step_end`` on every process (``Trainer`` gathers the loss across processes when it logs,
    so all of them must log at the same steps, or the gather would wait forever) and measures on the
-   main process only (``state.is_world_process_zero``);
+   main process only (``state.is_world_process_zero``) — on every process when the model is sharded
+   (FSDP2, FSDP1, DeepSpeed ZeRO-3), whose weights are gathered by collectives that all of them join;
+   the main process gets the numbers;
 2. in the ``on_log`` of that step adds the numbers to ``logs`` — seen by every callback after it —
    and to the ``log_history`` entry just appended for the step.
 
 :func:`attach` puts the callback at the front of ``trainer.callback_handler.callbacks``, before the
-integrations, so they all see the numbers. A callback passed with ``callbacks=[...]`` still fills
+integrations, so they all see the numbers, and lets it find the training's FSDP1 wrapper
+(``trainer.model_wrapped``: under FSDP1 the callbacks are handed the network inside it, whose own
+parameters hold no data outside the forward pass). A callback passed with ``callbacks=[...]`` still fills
 ``log_history`` (and ``trainer_state.json``) but comes after the integrations; it warns once when
 ``report_to`` names any. Measuring in ``on_step_end`` rather than ``on_log`` keeps the
 measurement at the step whatever else logs then (an evaluation's ``on_log`` comes later).
@@ -37,6 +41,7 @@ from transformers import TrainerCallback
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
+from ctxstair.lm.checkpoints.live import every_rank
 from ctxstair.monitor import KEY_PREFIX, SETTINGS_FILE
 from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor, callback_schedule
 
@@ -67,6 +72,7 @@ class StaircaseCallback(TrainerCallback):
         self.monitor = monitor
         self.cadence: Cadence | None = None
         self.attached = False
+        self.trainer = None  # set by attach: its model_wrapped is an FSDP1 root
         self.history: list[dict] = []
         self.skipped: str | None = None
         self._pending: tuple[int, dict[str, float]] | None = None
@@ -89,9 +95,12 @@ class StaircaseCallback(TrainerCallback):
         if self.cadence is None or step not in self.cadence:
             return control
         control.should_log = True  # on every process: the Trainer's log gathers the loss across processes
+        root = getattr(self.trainer, "model_wrapped", None)
+        if not (state.is_world_process_zero or every_rank(model, root)):
+            return control
+        start = time.perf_counter()
+        values = self.monitor.measure_at(model, step, self.cadence, root=root)
         if state.is_world_process_zero:
-            start = time.perf_counter()
-            values = self.monitor.measure_at(model, step, self.cadence)
             values["seconds"] = time.perf_counter() - start
             self.skipped = self.monitor.skipped
             self._pending = (step, {KEY_PREFIX + name: value for name, value in values.items()})
@@ -131,7 +140,7 @@ def attach(trainer, monitor: StaircaseMonitor, **cadence) -> StaircaseCallback:
     if not isinstance(getattr(handler, "callbacks", None), list):
         raise InputError(f"attach needs a transformers Trainer (with a callback_handler), got {type(trainer).__name__}")
     callback = StaircaseCallback(monitor, **cadence)
-    callback.attached = True
+    callback.attached, callback.trainer = True, trainer
     handler.callbacks.insert(0, callback)
     return callback
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from ctxstair.alignment.similarity import upper_triangle
@@ -164,7 +165,8 @@ def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
 
 def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     """Heatmap over (layer, state) of the attention-path correlation, a star where |r| is above its
-    permutation null (SPEC §7); columns are the states in order, labelled by step or name."""
+    permutation null (SPEC §7); columns are the states in order, labelled by step or name, flagged
+    states' columns hatched (the heatmap keeps every state, flagged or not)."""
     layers = series.layers()
     grid = np.stack([series.values[f"{ATTENTION_CORR}/{layer}"] for layer in layers])  # (layers, states)
     null = np.stack([series.values[f"{ATTENTION_NULL}/{layer}"] for layer in layers])
@@ -175,10 +177,15 @@ def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.set_yticks(range(len(layers)), layers)
     layer, state = np.nonzero(np.abs(grid) > null)
     ax.scatter(state, layer, marker="*", s=14, color="black", label="|r| above the permutation null")
+    label = "flagged (embedding equals another state's or main's)"
+    for column in np.flatnonzero([name in series.flagged for name in series.names]):  # every column is drawn
+        ax.add_patch(Rectangle((column - 0.5, -0.5), 1, len(layers), fill=False, hatch="///", edgecolor="0.35",
+                               linewidth=0.8, label=label))
+        label = None
     ax.set_xlabel("training step (snapshots in order)" if series.steps is not None else "checkpoint")
     ax.set_ylabel("layer ℓ")
     ax.figure.colorbar(image, ax=ax, label="Pearson r")
-    if layer.size:
+    if layer.size or series.flagged:
         ax.legend(fontsize=7, loc="upper right")
 
 

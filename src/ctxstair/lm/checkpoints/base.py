@@ -202,3 +202,28 @@ def tokenizer_identity(file: Path) -> TokenizerIdentity:
 
     return TokenizerIdentity(sha(content), TextTokenizer.load(file).vocab_size,
                              {name: sha(part) for name, part in content.items()})
+
+
+def check_tokenizers(series: str, first: tuple[str, Path], others: list[tuple[str, Path | None]],
+                     kind: str = "") -> tuple[str, dict[str, str]]:
+    """``(sha256, checks)``: the first checkpoint's tokenizer hash, and per other checkpoint name
+    ``"same as <first>"`` or why it was not compared (``None``: it has no ``tokenizer.json``). A
+    checkpoint whose tokenizer has another vocabulary size, or encodes differently
+    (:func:`tokenizer_identity`), is an InputError naming it (``<kind><name> of <series>``), the first,
+    and what differs: the checkpoints of one series must read text as the same ids."""
+    first_name, first_file = first
+    reference = tokenizer_identity(first_file)
+    checks = {}
+    for name, file in others:
+        if file is None:
+            checks[name] = "not compared: no tokenizer.json"
+            continue
+        other = tokenizer_identity(file)
+        if other.vocab_size != reference.vocab_size:
+            raise InputError(f"{kind}{name} of {series} has a tokenizer of {other.vocab_size} tokens, not the "
+                             f"{reference.vocab_size} of {first_name}: not one series")
+        if other.sha256 != reference.sha256:
+            raise InputError(f"{kind}{name} of {series} has a tokenizer unlike {first_name}'s (its tokenizer.json "
+                             f"differs in {', '.join(other.differing(reference))}): not one series")
+        checks[name] = f"same as {first_name}"
+    return reference.sha256, checks

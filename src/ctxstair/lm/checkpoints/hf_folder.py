@@ -19,6 +19,7 @@ from ctxstair.lm.checkpoints.base import (
     Checkpoint,
     Entry,
     built_model,
+    check_tokenizers,
     embedding_parameter,
     first_line,
     llama_positions,
@@ -38,14 +39,26 @@ def checkpoint_folders(path: Path) -> list[tuple[int, Path]]:
 
 
 class HFFolderSource:
-    """A Hugging Face model folder, or a folder of its checkpoints (module docstring)."""
+    """A Hugging Face model folder, or a folder of its checkpoints (module docstring).
+
+    Attributes:
+        tokenizer_sha256, tokenizer_checks: the tokenizer's hash and, per other checkpoint folder,
+            ``"same as <first>"`` or why it was not compared; both None for a single model folder.
+    """
 
     def __init__(self, path: Path, name: str | None = None):
         steps = checkpoint_folders(path)
         self.folders: list[tuple[int | None, Path]] = steps or [(None, path)]
         first = self.folders[0][1]
         self.name = name or str(path)
-        self.tokenizer = TextTokenizer.from_pretrained_dir(first if (first / "tokenizer.json").is_file() else path)
+        home = first if (first / "tokenizer.json").is_file() else path
+        self.tokenizer = TextTokenizer.from_pretrained_dir(home)
+        self.tokenizer_sha256, self.tokenizer_checks = None, None
+        if steps:
+            others = [(folder.name, file if (file := folder / "tokenizer.json").is_file() else None)
+                      for _, folder in steps if folder != home]
+            self.tokenizer_sha256, self.tokenizer_checks = check_tokenizers(
+                str(path), (home.name, home / "tokenizer.json"), others)
         config = _config(first)
         self.vocab_rows = embedding_parameter(config)[2][0]
         self.positions, self.no_model = llama_positions(config)

@@ -40,13 +40,13 @@ from ctxstair.lm.checkpoints.base import (
     Checkpoint,
     Entry,
     built_model,
+    check_tokenizers,
     embedding_parameter,
     embedding_sha256,
     first_line,
     llama_positions,
     quiet_transformers,
     read_json_file,
-    tokenizer_identity,
     weight_array,
 )
 from ctxstair.lm.checkpoints.safety import restricted_state_dict
@@ -362,24 +362,10 @@ class HubSource:
 
     def _check_tokenizers(self, first_file: Path) -> tuple[str, dict[str, str]]:
         """The first revision's tokenizer hash, and what was found of every other revision's
-        tokenizer; InputError naming the first revision whose tokenizer differs, and how."""
-        reference = tokenizer_identity(first_file)
-        first, checks = self.revisions[0], {}
-        for revision in self.revisions[1:]:
-            file = fetch(self.repo_id, revision, "tokenizer.json", optional=True)
-            if file is None:
-                checks[revision] = "not compared: no tokenizer.json"
-                continue
-            other = tokenizer_identity(file)
-            if other.vocab_size != reference.vocab_size:
-                raise InputError(f"revision {revision} of {self.repo_id} has a tokenizer of {other.vocab_size} tokens, "
-                                 f"not the {reference.vocab_size} of {first}: not one series")
-            if other.sha256 != reference.sha256:
-                differing = ", ".join(other.differing(reference))
-                raise InputError(f"revision {revision} of {self.repo_id} has a tokenizer unlike {first}'s "
-                                 f"(its tokenizer.json differs in {differing}): not one series")
-            checks[revision] = f"same as {first}"
-        return reference.sha256, checks
+        tokenizer (:func:`~ctxstair.lm.checkpoints.base.check_tokenizers`)."""
+        others = [(revision, fetch(self.repo_id, revision, "tokenizer.json", optional=True))
+                  for revision in self.revisions[1:]]
+        return check_tokenizers(self.repo_id, (self.revisions[0], first_file), others, kind="revision ")
 
     def entries(self) -> list[Entry]:
         """One entry per revision, in step order."""

@@ -1,0 +1,150 @@
+"""One process of the sharded monitor runs of tests/test_monitor_sharded.py (started by torchrun).
+
+For each wrapper named on the command line (``fsdp2``, ``fsdp1``, ``zero3``: DeepSpeed ZeRO-3 with
+every parameter partitioned, however small) and each model (a DecoderLM and its
+Hugging Face Llama twin): the monitor's numbers of the sharded model, measured on every rank, next to
+those of the same model whole (each rank measures its own unsharded copy); and the final weights of
+a few AdamW steps with and without measuring between the steps. Every rank writes
+``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the reference numbers, how many
+parameter entries it holds, whether the trained weights are bitwise equal.
+``CTXSTAIR_TEST_DEVICE=cuda`` runs on the GPU over NCCL."""
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ctxstair.models import DecoderConfig, DecoderLM
+from ctxstair.models.decoder import next_token_loss
+from ctxstair.models.decoder_hf import to_hf
+from ctxstair.monitor import StaircaseMonitor
+
+#: V = 51 is odd, so the two shards of the embedding differ in size (26 and 25 rows).
+VOCAB = 51
+#: Tracked tokens on both sides of the shard boundary at row 26, out of order.
+TOKENS = [40, 0, 25, 26, 3, 50, 27, 11, 33]
+STEPS = 3
+
+
+def decoder() -> DecoderLM:
+    return DecoderLM(DecoderConfig(vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2, head_dim=8, d_mlp=32,
+                                   max_seq_len=16, seed=0))
+
+
+def layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return list(model.blocks) if isinstance(model, DecoderLM) else list(model.model.layers)
+
+
+def wrap(model: torch.nn.Module, how: str, device: torch.device) -> torch.nn.Module:
+    """``model`` sharded over the world: FSDP2 per layer and the root, FSDP1 with each layer wrapped, or
+    a DeepSpeed ZeRO-3 engine (its AdamW, lr 1e-2)."""
+    model = model.to(device)
+    if how == "zero3":
+        import deepspeed
+
+        config = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+                  "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0},
+                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "torch_adam": True}}}
+        engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+        return engine
+    if how == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+        for layer in layers(model):
+            fully_shard(layer, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    layer_type = type(layers(model)[0])
+    return FullyShardedDataParallel(model, device_id=device, auto_wrap_policy=ModuleWrapPolicy({layer_type}))
+
+
+def full_weights(model: torch.nn.Module, how: str) -> dict[str, torch.Tensor]:
+    """Every parameter whole on the CPU (a collective)."""
+    if how == "fsdp2":
+        return {name: p.full_tensor().cpu() for name, p in model.named_parameters()}
+    if how == "zero3":
+        import deepspeed
+
+        parameters = dict(model.module.named_parameters())
+        with deepspeed.zero.GatheredParameters(list(parameters.values()), modifier_rank=None):
+            return {name: p.detach().cpu().clone() for name, p in parameters.items()}
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    with FullyShardedDataParallel.summon_full_params(model, writeback=False):
+        return {name: p.detach().cpu().clone() for name, p in model.named_parameters()}
+
+
+def local_numel(model: torch.nn.Module, how: str) -> int:
+    """How many parameter entries this rank holds: about a world's share of the model when sharded."""
+    if how == "fsdp2":
+        return sum(p.to_local().numel() for p in model.parameters())
+    if how == "zero3":
+        return sum(p.ds_tensor.numel() for p in model.module.parameters())  # this rank's partition
+    return sum(p.numel() for p in model.parameters())  # FSDP1's flat parameters hold this rank's shard
+
+
+def logits(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    out = model(batch)
+    return out if isinstance(out, torch.Tensor) else out.logits
+
+
+def train(model: torch.nn.Module, how: str, device: torch.device, batches: torch.Tensor,
+          monitor: StaircaseMonitor | None) -> dict[str, torch.Tensor]:
+    """``STEPS`` AdamW steps of the sharded ``model``; with a monitor, a full measurement after each."""
+    net = wrap(model, how, device)
+    optimizer = None if how == "zero3" else torch.optim.AdamW(net.parameters(), lr=1e-2)
+    for batch in batches:
+        loss = next_token_loss(logits(net, batch.to(device)), batch.to(device))
+        if optimizer is None:  # the engine zeroes the gradients after its step
+            net.backward(loss)
+            net.step()
+        else:
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        if monitor is not None:
+            monitor.measure(net)
+    return full_weights(net, how)
+
+
+def main() -> None:
+    out, wrappers = Path(sys.argv[1]), sys.argv[2:]
+    on_cuda = os.environ.get("CTXSTAIR_TEST_DEVICE") == "cuda"
+    if on_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if on_cuda else "gloo")
+    device = torch.device("cuda", torch.cuda.current_device()) if on_cuda else torch.device("cpu")
+    rank = dist.get_rank()
+    generator = torch.Generator().manual_seed(0)
+    windows = torch.randint(0, VOCAB, (64, 16), generator=generator)
+    batches = torch.randint(0, VOCAB, (STEPS, 4, 16), generator=generator)
+    monitor = StaircaseMonitor(windows, TOKENS, vocab_size=VOCAB, probe=False, attention_windows=8, path_windows=2)
+    for how in wrappers:
+        record = {"world_size": dist.get_world_size(), "full_numel": sum(p.numel() for p in decoder().parameters()),
+                  "models": {}}
+        for name, build in (("decoder", decoder), ("llama", lambda: to_hf(decoder()))):
+            whole = build()
+            reference = monitor.measure(whole)
+            net = wrap(copy.deepcopy(whole), how, device)
+            sharded = monitor.measure(net)
+            record["models"][name] = {"reference": reference, "sharded": sharded, "skipped": monitor.skipped,
+                                      "local_numel": local_numel(net, how)}
+        plain = train(decoder(), how, device, batches, None)
+        measured = train(decoder(), how, device, batches, monitor)
+        record["weights_bitwise_equal"] = plain.keys() == measured.keys() and all(
+            torch.equal(plain[key], measured[key]) for key in plain)
+        record["weights_changed"] = not torch.equal(plain["W_E"], decoder().W_E)
+        (out / f"{how}.rank{rank}.json").write_text(json.dumps(record))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
