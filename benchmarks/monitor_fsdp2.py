@@ -2,16 +2,16 @@
 
     python -m torch.distributed.run --nproc_per_node=2 --standalone benchmarks/monitor_fsdp2.py [--steps N] [--rounds R]
 
-Two gloo processes on the CPU train a DecoderLM (d 64, 2 layers, 4 heads of 16, MLP 256, V = 2,000)
-sharded by FSDP2 (:func:`ctxstair.lm.sharding.shard`: each layer, then the root), AdamW 3e-3, batch
-16 windows of 128 tokens (8 per rank), ``--steps`` (default 150) steps, on windows of random ids. The monitor
-(200 tokens, 2,000 windows, no probe) measures at its default cadence (:class:`~ctxstair.monitor.
-staircase.Cadence`: ρ_next at 19 of the first 150 steps and one per 250 after, the path measures
-every 1,000 steps and at the last) on every rank, as FSDP2 requires. After an untimed warm-up run,
-runs without and with the monitor alternate ``--rounds`` (default 5) times (the same seed, so the same steps); the headline is the median over rounds of wall time with
-over wall time without, as in ``benchmarks/monitor.py``, next to the seconds rank 0 spent inside the
-monitor (ρ_next at every measurement, the path measures with the gather of the whole network at the
-last step). The last column, rank 0's seconds inside over the wall time without, is what the
+Two gloo processes on the CPU train a DecoderLM (d 64, 2 layers, 4 heads of 16, MLP 256, V = 2,000) sharded
+by FSDP2 (:func:`ctxstair.lm.sharding.shard`: each layer, then the root), AdamW 3e-3, batch 16 windows of
+128 tokens (8 per rank), ``--steps`` (default 150) steps, on windows of random ids. The monitor (200 tokens,
+2,000 windows, no probe) measures at its default cadence (:class:`~ctxstair.monitor.staircase.Cadence`:
+ρ_next at 19 of the first 150 steps and one per 250 after, the path measures every 1,000 steps and at the
+last) on every rank, as FSDP2 requires. After an untimed warm-up run, runs without and with the monitor
+alternate ``--rounds`` (default 5) times (the same seed, so the same steps); the headline is the median over
+rounds of wall time with over wall time without, as in ``benchmarks/monitor.py``, next to the seconds rank 0
+spent inside the monitor (ρ_next at every measurement, the path measures with the gather of the whole
+network at the last step). The last column, rank 0's seconds inside over the wall time without, is what the
 monitor must cost while the other ranks wait for rank 0 to measure. Rank 0 prints a Markdown table.
 """
 

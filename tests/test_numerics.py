@@ -18,11 +18,13 @@ PATH_VARIABLES = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ATEN_CPU_CAPABILITY", 
                   "NPY_DISABLE_CPU_FEATURES", "CTXSTAIR_REPRODUCIBLE", "CTXSTAIR_THREADS", "OMP_NUM_THREADS",
                   "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_DYNAMIC", "OMP_DYNAMIC")
 # Another CPU's code paths, emulated here: AVX2 kernels where this CPU may have AVX-512 (what an
-# older Xeon or a Zen 2 runs), and ATen's unvectorised kernels with a different OpenBLAS core and
-# one thread (which differs from the default on every CPU with AVX2, so the control can fail).
+# older Xeon or a Zen 2 runs), and ATen's unvectorised kernels with MKL's compatible branch, OpenBLAS's
+# SSE4.2 (Nehalem) kernels and one thread (which differs from the default on every CPU with AVX2, so
+# the control can fail). Each variable asks only for instructions every CPU with AVX2 has: the
+# default-mode control keeps them, and a kernel this CPU lacks would end it with SIGILL.
 EMULATED = {
     "avx2": {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
-    "unvectorised": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX512", "OPENBLAS_CORETYPE": "SkylakeX",
+    "unvectorised": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OPENBLAS_CORETYPE": "Nehalem",
                      "OMP_NUM_THREADS": "1"},
 }
 
