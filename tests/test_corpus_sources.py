@@ -158,8 +158,13 @@ def test_windows_match_the_reference_and_any_split_reads_the_same(corpus, name, 
             parts = [index.read(a, b) for a, b in zip(bounds, bounds[1:])]
             assert np.concatenate(parts).tolist() == expected
             assert sum((index.starts(a, b).tolist() for a, b in zip(bounds, bounds[1:])), []) == starts
+        drawn = np.random.default_rng(window).integers(0, max(index.n_windows, 1), size=7 if index.n_windows else 0)
+        assert index.take(drawn).tolist() == [expected[i] for i in drawn]  # a random batch: any order, repeats
+        assert index.take(drawn).dtype == np.int64 and index.take(drawn[:0]).shape == (0, window)
     with pytest.raises(InputError, match="outside"):
         windows(source, 3, documents).read(0, len(FLAT))
+    with pytest.raises(InputError, match="outside"):
+        windows(source, 3, documents).take([0, len(FLAT)])
 
 
 @pytest.mark.parametrize("name", ["parquet", "arrow-file", "arrow-stream"])

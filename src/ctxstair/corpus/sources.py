@@ -184,7 +184,21 @@ class WindowIndex:
     def starts(self, i0: int, i1: int) -> np.ndarray:
         """int64 (i1 - i0,): the offset in the flat token array of windows ``i0 .. i1 - 1``."""
         self._check(i0, i1)
-        index = np.arange(i0, i1, dtype=np.int64)
+        return self._starts_of(np.arange(i0, i1, dtype=np.int64))
+
+    def take(self, numbers: np.ndarray) -> np.ndarray:
+        """int64 (b, window): the windows numbered ``numbers`` (int (b,), in any order, repeats
+        allowed), one read of the source each: a training batch drawn at random."""
+        numbers = np.asarray(numbers, dtype=np.int64)
+        if numbers.size and not (numbers.min() >= 0 and numbers.max() < self.n_windows):
+            raise InputError(f"{self.source.path}: window numbers outside [0, {self.n_windows})")
+        out = np.empty((numbers.size, self.window), dtype=np.int64)
+        for row, start in enumerate(self._starts_of(numbers).tolist()):
+            out[row] = self.source.read(start, start + self.window)
+        return out
+
+    def _starts_of(self, index: np.ndarray) -> np.ndarray:
+        """int64 (b,): the offset in the flat token array of the windows numbered ``index`` (b,)."""
         if self._first is None:
             return index * self.window
         document = np.searchsorted(self._first, index, side="right") - 1

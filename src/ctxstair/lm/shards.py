@@ -57,8 +57,9 @@ class ShardWindows:
             raise InputError(f"window numbers outside [0, {self._n}) asked of corpus.shards")
         files = np.searchsorted(self._first, ids, side="right") - 1
         out = np.empty((len(ids), self.window), dtype=np.int64)
-        for row, (file, i) in enumerate(zip(files, ids - self._first[files])):
-            out[row] = self.indexes[file].read(int(i), int(i) + 1)[0]
+        for file in np.unique(files):
+            here = files == file
+            out[here] = self.indexes[file].take(ids[here] - self._first[file])
         if out.size and (out.min() < 0 or out.max() >= self.vocab_size):
             bad = int(out.max()) if out.max() >= self.vocab_size else int(out.min())
             raise InputError(f"corpus.shards holds the token id {bad}, outside the tokenizer's vocabulary of "
