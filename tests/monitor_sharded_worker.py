@@ -5,8 +5,8 @@ every parameter partitioned, however small) and each model (a DecoderLM and its
 Hugging Face Llama twin): the monitor's numbers of the sharded model, measured on every rank, next to
 those of the same model whole (each rank measures its own unsharded copy); and the final weights of
 a few AdamW steps with and without measuring between the steps. Every rank writes
-``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the reference numbers, how many
-parameter entries it holds, whether the trained weights are bitwise equal.
+``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the reference numbers, the parts
+``measure`` timed, how many parameter entries it holds, whether the trained weights are bitwise equal.
 ``CTXSTAIR_TEST_DEVICE=cuda`` runs on the GPU over NCCL."""
 
 import copy
@@ -136,7 +136,7 @@ def main() -> None:
             net = wrap(copy.deepcopy(whole), how, device)
             sharded = monitor.measure(net)
             record["models"][name] = {"reference": reference, "sharded": sharded, "skipped": monitor.skipped,
-                                      "local_numel": local_numel(net, how)}
+                                      "seconds": sorted(monitor.seconds), "local_numel": local_numel(net, how)}
         plain = train(decoder(), how, device, batches, None)
         measured = train(decoder(), how, device, batches, monitor)
         record["weights_bitwise_equal"] = plain.keys() == measured.keys() and all(

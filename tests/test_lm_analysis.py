@@ -9,10 +9,12 @@ from ctxstair.alignment import compare, cosine_matrix
 from ctxstair.errors import InputError
 from ctxstair.lm.analysis import (
     attention_path_correlation,
+    attention_path_counts,
     attention_path_scores,
     attention_path_signature,
     eligible_tokens,
     path_shares,
+    path_signature_of,
     prefix_labels,
     prefix_probe,
     rho_next,
@@ -265,6 +267,29 @@ def test_attention_path_scores_are_the_same_in_chunks_of_windows(rng, monkeypatc
     whole = attention_path_scores(model, X, np.arange(12), 12, permutations=5)
     monkeypatch.setattr(analysis, "_PATTERN_CHUNK", 2 * 2 * 8 * 8 * 3)  # three windows per forward pass
     np.testing.assert_allclose(attention_path_scores(model, X, np.arange(12), 12, permutations=5), whole, atol=1e-12)
+
+
+def test_attention_path_counts_of_a_split_sample_add_up_to_the_whole_samples(rng):
+    # What lets the ranks of a sharded job count their share of the windows: the counts are sums
+    # over windows, and the signature divides them only at the end.
+    import torch
+
+    model = small_decoder()
+    X = rng.integers(0, 12, size=(7, 8))
+    tokens = np.array([1, 4, 5, 9, 11])
+    whole = attention_path_counts(model, X, tokens, 12)
+    assert whole.shape == (2, 5, 13) and (whole[..., -1] > 0).all()
+    parts = sum(attention_path_counts(model, part, tokens, 12) for part in np.array_split(X, 3))
+    np.testing.assert_allclose(parts, whole, rtol=1e-13, atol=0)
+    with torch.no_grad():
+        pattern = model.attention_pattern(torch.from_numpy(X)).mean(dim=2).numpy()
+    for layer in range(2):
+        np.testing.assert_array_equal(path_signature_of(whole[layer]),
+                                      attention_path_signature(X, pattern[layer], 12, tokens))
+    given = attention_path_scores(model, X, tokens, 12, permutations=5, counts=parts)
+    np.testing.assert_allclose(given, attention_path_scores(model, X, tokens, 12, permutations=5), atol=1e-12)
+    with pytest.raises(InputError, match="counts must have shape"):
+        attention_path_scores(model, X, tokens, 12, counts=whole[:, :, :-1])
 
 
 def test_path_shares_are_path_norms_of_an_exact_split_of_the_loss_gradient(rng):

@@ -73,6 +73,14 @@ def test_the_other_ranks_take_part_and_get_nothing(run):
         assert all(model["sharded"] == {} for model in record["models"].values())
 
 
+def test_every_rank_counts_a_share_of_the_attention_paths_where_it_holds_the_network(run):
+    # FSDP2 and ZeRO-3 gather the whole network onto every rank, so each counts its share of the
+    # windows; FSDP1's full state dict goes to rank 0 alone, which counts them all.
+    for record in run["ranks"]:
+        for model in record["models"].values():
+            assert ("paths" in model["seconds"]) == (run["how"] != "fsdp1" or record is run["ranks"][0])
+
+
 def test_measuring_between_steps_leaves_the_trained_weights_bitwise_equal(run):
     for record in run["ranks"]:
         assert record["weights_changed"] is True  # the steps trained something

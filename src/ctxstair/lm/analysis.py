@@ -53,7 +53,7 @@ NULL_PERMUTATIONS = 100
 
 #: Entries (window, query, key) per chunk in :func:`attention_path_signature`: bounds its memory.
 _ATTENTION_CHUNK = 1 << 22
-#: Attention entries (layer, window, head, query, key) per forward pass in :func:`attention_path_scores`
+#: Attention entries (layer, window, head, query, key) per forward pass in :func:`attention_path_counts`
 #: (512 MiB in float32): larger samples are run in chunks of windows.
 _PATTERN_CHUNK = 1 << 27
 
@@ -307,6 +307,21 @@ def attention_path_signature(
         float64 (len(tokens), len(labels)); the row of a token that never sits at a position with
         a next token is zero.
     """
+    return path_signature_of(attention_path_sums(windows, attention, vocab_size, tokens, labels))
+
+
+def attention_path_sums(
+    windows: np.ndarray,
+    attention: object,
+    vocab_size: int,
+    tokens: np.ndarray,
+    labels: np.ndarray | None = None,
+) -> np.ndarray:
+    """The two sums behind :func:`attention_path_signature` (same arguments), before the division:
+    float64 (len(tokens), len(labels) + 1), the numerator of each (α, ν) in the first len(labels)
+    columns and the denominator of α in the last (SPEC §7). Both are sums over windows, so the sums
+    of a sample are the sums of its parts': a sample can be counted in pieces, in chunks or on the
+    ranks of a job, and added up before :func:`path_signature_of` divides."""
     vocab_size = check_vocab_size(vocab_size)
     X = check_sequences(windows, vocab_size, "windows")
     n, T = X.shape
@@ -338,8 +353,13 @@ def attention_path_signature(
     # Σ_{s=i}^{T-2} 1/(s+1): the denominator weight of key position i, summed in closed form.
     key_weight = np.cumsum((1.0 / np.arange(1, T))[::-1])[::-1]
     denominator = np.bincount(row[X[:, :-1]].ravel(), weights=np.tile(key_weight, n), minlength=tokens.size + 1)
-    numerator = numerator.reshape(tokens.size + 1, n_cols)[:-1, :-1]
-    rows = denominator[:-1, None]
+    return np.concatenate([numerator.reshape(tokens.size + 1, n_cols)[:-1, :-1], denominator[:-1, None]], axis=1)
+
+
+def path_signature_of(sums: np.ndarray) -> np.ndarray:
+    """The attention-path signature (k, L) from its sums (k, L + 1) (:func:`attention_path_sums`):
+    numerator over denominator, and a zero row where the denominator is 0 (SPEC §7)."""
+    numerator, rows = sums[:, :-1], sums[:, -1:]
     return np.divide(numerator, rows, out=np.zeros_like(numerator), where=rows > 0)
 
 
@@ -363,18 +383,48 @@ def attention_path_correlation(phi_attn: object, Z: object) -> float:
 
 
 @torch.no_grad()
+def attention_path_counts(model, sample: object, tokens: object, vocab_size: int) -> np.ndarray:
+    """Every layer's attention-path sums of a decoder on a sample (SPEC §7): float64
+    (layers, len(tokens), vocab_size + 1), layer ℓ's :func:`attention_path_sums` over all
+    ``vocab_size`` labels, read from the model's post-softmax attention on ``sample`` averaged over
+    heads, in the model's dtype (the LM runs use float32).
+
+    The forward pass runs on chunks of windows when the attention of all of them would exceed 2^27
+    entries, and each chunk's sums are added as it is counted, so memory is bounded by one chunk
+    whatever the sample's size. Being sums over windows, the counts of a sample split into parts
+    are the sums of the parts' counts.
+
+    Args:
+        model: a :class:`~ctxstair.models.DecoderLM` (``blocks``, ``cfg.n_heads``, ``attention_pattern``).
+        sample: int (n, T_win) token windows, 2 <= T_win <= the model's ``max_seq_len`` (numpy or torch).
+        tokens: int (k,) the token set (ids).
+        vocab_size: V.
+    """
+    X = check_sequences(np.asarray(sample), vocab_size, "sample")
+    tokens = check_id_subset(tokens, vocab_size, "tokens")
+    per_window = len(model.blocks) * model.cfg.n_heads * X.shape[1] ** 2
+    chunk = max(1, _PATTERN_CHUNK // per_window)  # one pass (all windows at once) unless that is too large
+    counts = np.zeros((len(model.blocks), tokens.size, vocab_size + 1))
+    for start in range(0, X.shape[0], chunk):
+        part = X[start:start + chunk]
+        pattern = model.attention_pattern(torch.from_numpy(part)).mean(dim=2).cpu().numpy()  # (layers, n, T, T)
+        for layer in range(len(model.blocks)):
+            counts[layer] += attention_path_sums(part, pattern[layer], vocab_size, tokens)
+    return counts
+
+
 def attention_path_scores(model, sample: object, tokens: object, vocab_size: int,
-                          permutations: int = NULL_PERMUTATIONS) -> list[tuple[int, float, float]]:
+                          permutations: int = NULL_PERMUTATIONS,
+                          counts: np.ndarray | None = None) -> list[tuple[int, float, float]]:
     """Attention-path correlation of every layer of a decoder, with its permutation null (SPEC §7).
 
-    For layer ℓ: the attention-path signature ``φ^{y;attn,ℓ}`` (:func:`attention_path_signature`,
-    over all ``vocab_size`` labels) of the token set, read from the model's post-softmax attention
-    on ``sample`` averaged over heads, against ``z_α = W_O^ℓ W_V^ℓ w_α`` for the embedding rows
-    ``w_α`` of the tokens (:func:`attention_path_correlation`). The null is the largest |r| between
-    the same two cosine matrices after permuting the signature rows across tokens, over
-    ``permutations`` permutations drawn from ``numpy.random.default_rng(ℓ)``: a correlation above
-    it has p < 1/permutations. Computed in the model's dtype (the LM runs use float32); the forward
-    pass runs on chunks of windows when the attention of all of them would exceed 2^27 entries.
+    For layer ℓ: the attention-path signature ``φ^{y;attn,ℓ}`` of the token set over all
+    ``vocab_size`` labels (:func:`attention_path_counts` on ``sample``, divided by
+    :func:`path_signature_of`), against ``z_α = W_O^ℓ W_V^ℓ w_α`` for the embedding rows ``w_α`` of
+    the tokens (:func:`attention_path_correlation`). The null is the largest |r| between the same
+    two cosine matrices after permuting the signature rows across tokens, over ``permutations``
+    permutations drawn from ``numpy.random.default_rng(ℓ)``: a correlation above it has
+    p < 1/permutations.
 
     Args:
         model: a :class:`~ctxstair.models.DecoderLM` (``W_E``, ``blocks``, ``attention_pattern``).
@@ -382,22 +432,24 @@ def attention_path_scores(model, sample: object, tokens: object, vocab_size: int
         tokens: int (k,) the token set (ids).
         vocab_size: V, the labels of the signature (the model's vocabulary or the tokenizer's).
         permutations: size of the null, >= 1.
+        counts: :func:`attention_path_counts` of ``sample`` when counted already (the monitor adds
+            up the parts the ranks of a sharded job counted); ``sample`` is then not run.
 
     Returns:
         ``[(layer, corr, null), ...]``, one per layer, floats; ``corr`` is NaN when a cosine triangle
         is constant.
     """
-    X = check_sequences(np.asarray(sample), vocab_size, "sample")
     tokens = check_id_subset(tokens, vocab_size, "tokens")
     permutations = int_in_range(permutations, "permutations", 1)
-    per_window = len(model.blocks) * model.cfg.n_heads * X.shape[1] ** 2
-    chunk = max(1, _PATTERN_CHUNK // per_window)  # one pass (all windows at once) unless that is too large
-    pattern = np.concatenate([model.attention_pattern(torch.from_numpy(X[start:start + chunk])).mean(dim=2)
-                              .cpu().numpy() for start in range(0, X.shape[0], chunk)], axis=1)  # (layers, n, T, T)
+    if counts is None:
+        counts = attention_path_counts(model, sample, tokens, vocab_size)
+    elif counts.shape != (len(model.blocks), tokens.size, vocab_size + 1):
+        raise InputError(f"counts must have shape (layers, tokens, V + 1) = "
+                         f"{(len(model.blocks), tokens.size, vocab_size + 1)}, got {counts.shape}")
     W_E = model.W_E.detach().cpu().numpy()[tokens]
     scores = []
     for layer, block in enumerate(model.blocks):
-        phi_attn = attention_path_signature(X, pattern[layer], vocab_size, tokens)
+        phi_attn = path_signature_of(counts[layer])
         Z = W_E @ block.W_V.detach().cpu().numpy().T @ block.W_O.detach().cpu().numpy().T
         shuffles = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (permutations, 1)), axis=1)
         null = permuted_pearson(signature_cosine(phi_attn), cosine_matrix(Z), shuffles)

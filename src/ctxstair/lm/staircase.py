@@ -383,15 +383,17 @@ class StaircaseSetup:
         control = analysis.shuffled_baseline(phi, W, self.train_idx, self.heldout_idx, **args)["heldout_mse"]
         return [{PROBE: float(mse), SHUFFLED: float(shuffled)} for mse, shuffled in zip(fitted, control)]
 
-    def measure_paths(self, model, vocab_size: int) -> dict:
+    def measure_paths(self, model, vocab_size: int, counts: np.ndarray | None = None) -> dict:
         """The attention-path correlation and its null per layer, and the path shares of the embedding
         update (SPEC §6.4, §7), of a :class:`~ctxstair.models.DecoderLM` in its dtype, on
-        :meth:`path_sample` (its first ``path_windows`` windows for the shares)."""
+        :meth:`path_sample` (its first ``path_windows`` windows for the shares). ``counts``: the
+        sample's :func:`~ctxstair.lm.analysis.attention_path_counts` when counted already (the
+        monitor's ranks count a sharded model's sample together)."""
         sample = self.path_sample(model.cfg.max_seq_len)
         check_sequences(sample, vocab_size, "the window sample")
         row = {}
         for layer, corr, null in analysis.attention_path_scores(model, sample, self.tokens, vocab_size,
-                                                                self.settings.null_permutations):
+                                                                self.settings.null_permutations, counts):
             row[key(ATTENTION_CORR, str(layer))] = float(corr)
             row[key(ATTENTION_NULL, str(layer))] = float(null)
         shares = analysis.path_shares(model, sample[: self.settings.path_windows], self.tokens)

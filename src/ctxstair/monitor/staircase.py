@@ -37,9 +37,11 @@ import numpy as np
 import torch
 from threadpoolctl import ThreadpoolController
 
-from ctxstair.checks import int_in_range
+from ctxstair.checks import check_sequences, int_in_range
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.live import live_weights, reading
+from ctxstair.lm import analysis
+from ctxstair.lm.checkpoints import sharded
+from ctxstair.lm.checkpoints.live import LiveWeights, live_weights, reading
 from ctxstair.lm.schema import LOG_PREFIX
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, staircase_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
@@ -161,7 +163,8 @@ class StaircaseMonitor:
         skipped: why the path measures were not taken at the last :meth:`measure` (None when they
             were, or were switched off).
         seconds: wall time of each part of the last :meth:`measure` (``embeddings``, ``probe``,
-            ``paths``).
+            ``paths``); on a rank other than 0 of a model sharded by FSDP2 or ZeRO-3, ``paths`` is the
+            time it spent counting its share of the attention paths.
     """
 
     def __init__(self, windows: object, tokens: object, *, vocab_size: int | None = None, probe: bool = True,
@@ -234,22 +237,41 @@ class StaircaseMonitor:
         with _one_blas_thread():
             with reading(model):
                 read = live_weights(model, self.tokens, paths, root)
-            if read is None:  # a rank other than 0: it took part in any gather, rank 0 measures
-                self.skipped, self.seconds = None, {"embeddings": time.perf_counter() - start}
+            reading_seconds = time.perf_counter() - start
+            start, counts = time.perf_counter(), None
+            if read is not None and read.shared:
+                counts = self._shared_path_counts(read)
+            counting = time.perf_counter() - start
+            if read is None or read.rows is None:  # a rank other than 0: it took part in any gather and
+                self.skipped = None                # counted its share of the paths; rank 0 measures
+                self.seconds = {"embeddings": reading_seconds}
+                if read is not None and read.shared:
+                    self.seconds["paths"] = counting
                 return {}
-            V, rows, decoder, why = read
-            self.skipped = why if paths else None
-            (values,) = self.setup.measure_rho(rows[None], V)
-            self.seconds = {"embeddings": time.perf_counter() - start}
+            self.skipped = read.why if paths else None
+            start = time.perf_counter()
+            (values,) = self.setup.measure_rho(read.rows[None], read.V)
+            self.seconds = {"embeddings": reading_seconds + time.perf_counter() - start}
             if probe:
                 start = time.perf_counter()
-                values.update(self.setup.measure_probe(rows[None])[0])
+                values.update(self.setup.measure_probe(read.rows[None])[0])
                 self.seconds["probe"] = time.perf_counter() - start
-            if decoder is not None:
+            if read.decoder is not None:
                 start = time.perf_counter()
-                values.update(self.setup.measure_paths(decoder, V))
-                self.seconds["paths"] = time.perf_counter() - start
+                values.update(self.setup.measure_paths(read.decoder, read.V, counts=counts))
+                self.seconds["paths"] = counting + time.perf_counter() - start
             return values
+
+    def _shared_path_counts(self, read: LiveWeights) -> np.ndarray | None:
+        """The attention-path counts of a sharded model's path sample, each rank counting its share
+        of the windows on its copy of the network (``read.shared``); the sum on rank 0, None on the
+        others. Every rank calls."""
+        decoder, V = read.decoder, read.V
+        sample = self.setup.path_sample(decoder.cfg.max_seq_len)
+        sharded.same_on_every_rank(sample, "attention-path windows")
+        check_sequences(sample, V, "the window sample")
+        return sharded.summed_on_rank_0(lambda part: analysis.attention_path_counts(decoder, part, self.tokens, V),
+                                        sample, (len(decoder.blocks), self.tokens.size, V + 1))
 
     def measure_at(self, model: torch.nn.Module, step: int, cadence: Cadence,
                    root: torch.nn.Module | None = None) -> dict[str, float] | None:

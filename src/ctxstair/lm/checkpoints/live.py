@@ -6,7 +6,8 @@ The model is never run and never changed: the caller reads under :func:`reading`
 ``torch.no_grad``, every module's own training flag restored afterwards); only the rows of the
 tokens are copied to the CPU for the embedding measures, the whole state only for the path measures.
 A model sharded across processes — FSDP2, FSDP1, DeepSpeed ZeRO-3 — is gathered for the read, and
-only then, by collectives every rank joins; rank 0 keeps what was read
+only then, by collectives every rank joins; rank 0 keeps the rows, and under FSDP2 and ZeRO-3 every
+rank keeps the network's copy, to count a share of the attention paths
 (:mod:`ctxstair.lm.checkpoints.sharded`).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -62,12 +64,30 @@ def reading(model: object) -> Iterator[None]:
             module.training = flag
 
 
-def live_weights(model: object, tokens: np.ndarray, paths: bool,
-                 root: object = None) -> tuple[int, np.ndarray, object, str | None] | None:
-    """``(V, rows, decoder, why)`` of a model in memory: its number of embedding rows, the rows of
-    ``tokens`` as float64 numpy (k, d) (float32 values unless the model is float64, as a checkpoint is
-    read), and with ``paths`` a float32 CPU :class:`~ctxstair.models.DecoderLM` copy of the network, or
-    None and why not.
+class LiveWeights(NamedTuple):
+    """What :func:`live_weights` read of a model in memory.
+
+    Attributes:
+        V: the number of embedding rows.
+        rows: the rows of the tokens as float64 numpy (k, d) (float32 values unless the model is
+            float64, as a checkpoint is read); None on a rank that does not measure.
+        decoder: with the path measures, a float32 CPU :class:`~ctxstair.models.DecoderLM` copy of
+            the network, else None.
+        why: why there is no decoder although the path measures were asked for, else None.
+        shared: the model is sharded and every rank holds ``decoder``, to count a share of the
+            attention paths (:func:`ctxstair.lm.checkpoints.sharded.summed_on_rank_0`).
+    """
+
+    V: int
+    rows: np.ndarray | None
+    decoder: object
+    why: str | None
+    shared: bool
+
+
+def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = None) -> LiveWeights | None:
+    """The :class:`LiveWeights` of a model in memory: its embedding rows of ``tokens`` and, with
+    ``paths``, a float32 CPU :class:`~ctxstair.models.DecoderLM` copy of the network, or why not.
 
     ``model``: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``), a DecoderLM, or any
     module with a ``W_E`` attribute (V, d) (a TransformerLens ``HookedTransformer``); wrapped in
@@ -77,7 +97,9 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool,
 
     A model sharded by FSDP2, FSDP1 or DeepSpeed ZeRO-3 (:func:`every_rank`) is read by every rank of
     the job together, each joining the gathers (:mod:`ctxstair.lm.checkpoints.sharded`), and only rank
-    0 gets the weights: None on the others. A model that is whole here is read by whoever calls."""
+    0 gets the rows. The others get None, or, under FSDP2 and ZeRO-3 with ``paths``, the decoder
+    without rows (``shared``), to count their share of the attention paths. A model that is whole
+    here is read by whoever calls."""
     from ctxstair.models import DecoderLM
     from ctxstair.models.decoder_hf import decoder_config_from_hf, from_hf_weights
 
@@ -114,10 +136,12 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool,
     if build is not None:
         state = {key: sharded.float32_copy(value) for key, value in model.state_dict().items()} if kind is None \
             else sharded.full_state(model, kind, root)
-    if not keep:  # rank 0 measures
+    shared = build is not None and sharded.shares_paths(kind)
+    if not (keep or shared):  # rank 0 measures
         return None
-    rows = (rows if rows.dtype == torch.float64 else rows.float()).numpy().astype(np.float64)
-    return V, rows, None if build is None else build(state), why
+    if keep:
+        rows = (rows if rows.dtype == torch.float64 else rows.float()).numpy().astype(np.float64)
+    return LiveWeights(V, rows, None if build is None else build(state), why, shared)
 
 
 def _decoder(cfg, state: dict):

@@ -12,9 +12,12 @@ rank 0 (:func:`measuring`) keeps the copies, the others keep nothing. What is ga
   of the unit that holds the embedding (``summon_full_params(writeback=False, recurse=False)`` on the
   root when the root's own unit holds it, the whole network otherwise). ZeRO-3: the embedding alone
   (``GatheredParameters([weight], modifier_rank=None)``);
-* for the path measures, the whole state as float32 CPU copies on rank 0 (:func:`full_state`): one
-  tensor at a time for FSDP2 (``full_tensor``) and ZeRO-3 (``GatheredParameters`` per parameter),
-  ``get_model_state_dict(full_state_dict=True, cpu_offload=True)`` for FSDP1.
+* for the path measures, the whole state as float32 CPU copies (:func:`full_state`): one tensor at
+  a time for FSDP2 (``full_tensor``) and ZeRO-3 (``GatheredParameters`` per parameter), which
+  gather onto every rank, so every rank keeps its copy and counts a share of the attention-path
+  windows (:func:`shares_paths`, :func:`summed_on_rank_0`) instead of waiting for rank 0 to count
+  them all; ``get_model_state_dict(full_state_dict=True, cpu_offload=True)`` for FSDP1, which gives
+  rank 0 alone the copy (no rank holds the whole state on its GPU), so rank 0 counts them all.
 
 Nothing is written back and no shard is replaced: the training's parameters, their optimizer state
 and what a checkpoint saves stay as they were. DeepSpeed is imported only for a ZeRO-3 model.
@@ -23,8 +26,10 @@ and what a checkpoint saves stay as they were. DeepSpeed is imported only for a 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Callable, Iterator
 
+import numpy as np
 import torch
 
 from ctxstair.errors import InputError
@@ -102,9 +107,18 @@ def embedding_rows(owner: torch.nn.Module, name: str, tokens: torch.Tensor, kind
     return _rows(weight, tokens, keep)
 
 
+def shares_paths(kind: str | None) -> bool:
+    """Whether every rank of an initialised process group gets the whole network from
+    :func:`full_state` for ``kind`` (a :func:`sharding` answer) and so counts a share of the
+    attention paths: FSDP2 and ZeRO-3."""
+    dist = torch.distributed
+    return kind in (FSDP2, ZERO3) and dist.is_available() and dist.is_initialized()
+
+
 def full_state(network: torch.nn.Module, kind: str, root: torch.nn.Module | None) -> dict | None:
-    """``network``'s state dict as float32 CPU copies (integer buffers as they are) on the measuring
-    rank, None on the others; ``kind`` a :func:`sharding` answer other than None. Every rank must call."""
+    """``network``'s state dict as float32 CPU copies (integer buffers as they are) on every rank when
+    :func:`shares_paths`, else on the measuring rank alone (None on the others); ``kind`` a
+    :func:`sharding` answer other than None. Every rank must call."""
     if kind == FSDP1:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
@@ -113,7 +127,7 @@ def full_state(network: torch.nn.Module, kind: str, root: torch.nn.Module | None
         prefix = _prefix(root, network)
         return {key[len(prefix):]: float32_copy(value) for key, value in state.items()
                 if key.startswith(prefix)} if measuring() else None
-    keep, copies = measuring(), {}
+    keep, copies = shares_paths(kind) or measuring(), {}
     state = {}
     for key, tensor in network.state_dict(keep_vars=True).items():
         if id(tensor) not in copies:  # a tied weight is gathered once
@@ -121,6 +135,34 @@ def full_state(network: torch.nn.Module, kind: str, root: torch.nn.Module | None
                 copies[id(tensor)] = float32_copy(full, clone=True) if keep else None
         state[key] = copies[id(tensor)]
     return state if keep else None
+
+
+def same_on_every_rank(array: np.ndarray, what: str) -> None:
+    """Check that every rank of the job holds the same ``array`` (a SHA-256 of its dtype, shape and
+    bytes, gathered from every rank): an InputError on every rank otherwise, naming ``what``. Every
+    rank must call."""
+    digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode() + np.ascontiguousarray(array).tobytes())
+    mine = torch.tensor(np.frombuffer(digest.digest()[:8], dtype=np.int64).copy(), device=_collective_device())
+    every = [torch.empty_like(mine) for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather(every, mine)
+    if any(not torch.equal(other, mine) for other in every):
+        raise InputError(f"the ranks hold different {what}: build the monitor from the same windows on every rank")
+
+
+def summed_on_rank_0(count: Callable[[np.ndarray], np.ndarray], items: np.ndarray,
+                     shape: tuple[int, ...]) -> np.ndarray | None:
+    """``count`` of ``items`` (n, ...), counted by the ranks of the job together: each rank counts its
+    contiguous share of the rows (``numpy.array_split`` over the ranks; a rank with none counts
+    zeros) and a reduce adds the float64 results, of ``shape``, on rank 0, which gets the sum; the
+    others get None. ``count`` must be a sum over rows (:func:`ctxstair.lm.analysis.attention_path_counts`
+    is), so the total is the count of all ``items`` up to the order of the additions. Every rank
+    must call with the same ``items`` (:func:`same_on_every_rank`)."""
+    dist = torch.distributed
+    share = np.array_split(items, dist.get_world_size())[dist.get_rank()]
+    mine = count(share) if len(share) else np.zeros(shape)
+    total = torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64)).to(_collective_device())
+    dist.reduce(total, dst=0)
+    return total.cpu().numpy() if measuring() else None
 
 
 def float32_copy(tensor: torch.Tensor, clone: bool = False) -> torch.Tensor:
@@ -216,6 +258,13 @@ def _prefix(root: torch.nn.Module, network: torch.nn.Module) -> str:
             return "".join(f"{part}." for part in kept)
     raise InputError(f"{type(network).__name__} is not inside the FullyShardedDataParallel root "
                      f"{type(root).__name__} given for it")
+
+
+def _collective_device() -> torch.device:
+    """Where the default process group's collectives take their tensors: the CPU for gloo, the
+    current CUDA device for NCCL."""
+    backend = str(torch.distributed.get_backend())
+    return torch.device("cpu") if "gloo" in backend else torch.device("cuda", torch.cuda.current_device())
 
 
 def _on_cuda(module: torch.nn.Module) -> bool:
