@@ -11,17 +11,19 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from family_models import family_model
 from model_helpers import save_llama, save_model
 
 from ctxstair import rundir
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm.analysis import attention_path_correlation, attention_path_signature, path_shares
+from ctxstair.lm.analysis import attention_path_correlation, attention_path_signature
 from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.checkpoints import NEEDS_LLAMA
+from ctxstair.lm.checkpoints import NO_VIEW
 from ctxstair.lm.corpus import synthetic_corpus
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import make_windows
+from ctxstair.models.decoder import next_token_loss
 from ctxstair.models.decoder_hf import from_hf
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
@@ -147,7 +149,7 @@ def test_cli_smollm2_not_fetched_names_the_fetch_command(tmp_path, capsys, monke
     assert len(err.splitlines()) == 1 and "run: ctxstair data fetch smollm2" in err
 
 
-# --- attention paths and path shares (Llama-family models) ------------------------------------------
+# --- attention paths and path shares (models with a view) ------------------------------------------
 
 
 def sampled_windows(result, tokenizer, text, window):
@@ -189,11 +191,18 @@ def test_attention_paths_and_shares_are_the_hugging_face_models_own(tmp_path, to
             assert abs(expected) > 0.01  # not a trivial agreement
             assert row[f"attention_path_corr/{layer}"] == pytest.approx(expected, abs=1e-4)
             assert 0 < row[f"attention_path_null/{layer}"] < 1
-    # Path shares: the lm.analysis function on from_hf(model), on the first two sampled windows...
+    # Path shares, on the first two sampled windows, against an independent decomposition: the paths through
+    # the stream of from_hf(model), an untied copy whose W_U is a copy of W_E, and for the output side of the
+    # tied matrix the gradient that copy's own W_U gets (the model is SmolLM2-like: tied).
     ours = from_hf(hf)
     shares = {name.split("/", 1)[1]: value for name, value in row.items() if name.startswith("path_share/")}
-    assert shares == pytest.approx(path_shares(ours, sample[:2], tokens), abs=1e-9)
-    assert list(shares) == ["embed", "attn.0", "mlp.0", "attn.1", "mlp.1"]
+    assert list(shares) == ["embed", "attn.0", "mlp.0", "attn.1", "mlp.1", "unembed"]
+    through_stream = decoder_embedding_paths(ours, sample[:2], full=False, rows=tokens)
+    (output_side,) = torch.autograd.grad(-next_token_loss(ours(X[:2]), X[:2]), ours.W_U)
+    norms = {name: np.linalg.norm(g) for name, g in through_stream.items()}
+    norms["unembed"] = np.linalg.norm(output_side[torch.from_numpy(tokens)].numpy())
+    assert shares == pytest.approx({name: n / sum(norms.values()) for name, n in norms.items()}, abs=1e-6)
+    assert shares["unembed"] > 0.05  # the output side is not negligible: leaving it out would be wrong
     # ...whose paths sum to the gradient of the Hugging Face model's own loss w.r.t. its input embeddings.
     embeds = hf.model.embed_tokens(X[:2]).detach().requires_grad_(True)
     logits = hf(inputs_embeds=embeds).logits
@@ -205,21 +214,39 @@ def test_attention_paths_and_shares_are_the_hugging_face_models_own(tmp_path, to
     np.testing.assert_allclose(sum(paths.values()), -per_token.numpy(), atol=1e-4 * np.abs(per_token.numpy()).max())
 
 
-def test_models_that_are_not_llama_get_rho_next_and_the_probe_and_the_reason(tmp_path, tokenizer, text, capsys):
-    config = transformers.GPT2Config(vocab_size=tokenizer.vocab_size, n_embd=16, n_layer=1, n_head=2, n_positions=64,
-                                     bos_token_id=None, eos_token_id=None)
-    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "gpt2")
-    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.tokenizer).save_pretrained(tmp_path / "gpt2")
-    save_model(tmp_path / "qwen2", tokenizer, "qwen2")
-    for name, reason in (("gpt2", "model_type 'gpt2'"), ("qwen2", "Qwen2 has q/k/v biases")):
-        result = analyze_model(tmp_path / name, text=text, k=20, window=32)
-        assert result["paths_skipped"].startswith(NEEDS_LLAMA) and reason in result["paths_skipped"]
-        (row,) = result["checkpoints"]
-        assert np.isfinite(row["rho_next"]) and np.isfinite(row["probe_heldout_mse"])
-        assert not any(name.startswith(("attention_path", "path_share")) for name in row)
-    assert main(["analyze-model", str(tmp_path / "gpt2"), "--corpus", "synthetic", "--k", "20", "--no-probe"]) == 0
+def test_a_family_without_a_view_gets_rho_next_and_the_probe_and_the_reason(tmp_path, tokenizer, text, capsys):
+    config = transformers.AutoConfig.for_model("bloom", vocab_size=tokenizer.vocab_size, hidden_size=16, n_layer=1,
+                                               n_head=2, bos_token_id=None, eos_token_id=None)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "bloom")
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.tokenizer).save_pretrained(tmp_path / "bloom")
+    result = analyze_model(tmp_path / "bloom", text=text, k=20, window=32)
+    assert result["paths_skipped"].startswith(NO_VIEW) and "'bloom'" in result["paths_skipped"]
+    assert "src/ctxstair/models/view/families/" in result["paths_skipped"]
+    (row,) = result["checkpoints"]
+    assert np.isfinite(row["rho_next"]) and np.isfinite(row["probe_heldout_mse"])
+    assert not any(name.startswith(("attention_path", "path_share")) for name in row)
+    assert main(["analyze-model", str(tmp_path / "bloom"), "--corpus", "synthetic", "--k", "20", "--no-probe"]) == 0
     out = capsys.readouterr().out
-    assert f"attention paths and path shares not measured: {NEEDS_LLAMA}" in out and "ρ_next pearson" in out
+    assert f"attention paths and path shares not measured: {NO_VIEW}" in out and "ρ_next pearson" in out
+
+
+@pytest.mark.parametrize("family", ["gpt_neox", "gpt2", "qwen2", "olmo2", "gemma", "llama"])
+def test_every_family_gets_every_measure(tmp_path, tokenizer, corpus_file, capsys, family):
+    model = family_model(family, dtype=torch.float32, vocab_size=tokenizer.vocab_size)
+    model.save_pretrained(tmp_path / family)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.tokenizer).save_pretrained(tmp_path / family)
+    capsys.readouterr()
+    assert main(["analyze-model", str(tmp_path / family), "--corpus", str(corpus_file), "--k", "20", "--window", "16",
+                 "--windows", "4", "--path-windows", "2", "--probe-steps", "20", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "ρ_next pearson" in out and "probe" in out and "not measured" not in out
+    assert "attention-path corr by layer  0: " in out and " 1: " in out
+    assert "path shares of the embedding update: direct " in out
+    assert ("unembedding (tied)" in out) == bool(model.config.tie_word_embeddings)
+    (row,) = json.loads((tmp_path / "out" / "analysis.json").read_text())["checkpoints"]
+    shares = [value for name, value in row.items() if name.startswith("path_share/")]
+    assert len(shares) == 5 + bool(model.config.tie_word_embeddings) and sum(shares) == pytest.approx(1.0)
+    assert all(np.isfinite(row[f"attention_path_corr/{layer}"]) for layer in (0, 1))
 
 
 def test_cli_prints_and_writes_the_path_measures_and_no_paths_skips_them(tmp_path, tokenizer, corpus_file, capsys):

@@ -38,9 +38,8 @@ def test_hugging_face_directory_gives_exactly_its_input_embeddings(tmp_path, tok
     np.testing.assert_array_equal(checkpoint.W_E, W_E)
     assert source.vocab_rows == W_E.shape[0]
     np.testing.assert_array_equal(source.tokenizer.encode(SENTENCE), tokenizer.encode(SENTENCE))
-    # Qwen2 has q/k/v biases that a DecoderLM cannot hold: the source says so before any weight is read.
-    assert (source.positions is None) == (family == "qwen2")
-    assert family == "llama" or "Qwen2 has q/k/v biases" in source.no_model
+    # Both families have a model view: the source knows the positions before any weight is read.
+    assert source.positions == 64 and source.no_model is None
 
 
 def test_checkpoint_folder_gives_one_checkpoint_per_step_in_order(tmp_path, tokenizer):
@@ -102,19 +101,19 @@ def test_gguf_file_gives_its_dequantised_embeddings_and_its_tokenizer(tmp_path, 
     np.testing.assert_array_equal(source.tokenizer.encode(SENTENCE), tokenizer.encode(SENTENCE))
 
 
-def test_llama_gguf_file_gives_a_decoder_with_the_hugging_face_logits(tmp_path, tokenizer):
+def test_llama_gguf_file_gives_the_model_with_the_hugging_face_logits(tmp_path, tokenizer):
     hf = save_llama(tmp_path / "llama", tokenizer)
     write_llama_gguf(tmp_path / "tiny.gguf", hf, tokenizer)
     source, (checkpoint,) = read_all(tmp_path / "tiny.gguf", models=True)
     assert source.positions == 64 and source.no_model is None
-    assert checkpoint.no_model is None and checkpoint.model.cfg.rope_base == 500.0
-    np.testing.assert_array_equal(checkpoint.W_E, checkpoint.model.W_E.detach().numpy())
+    assert checkpoint.no_model is None and checkpoint.model.config.rope_parameters["rope_theta"] == 500.0
+    np.testing.assert_array_equal(checkpoint.W_E, checkpoint.model.get_input_embeddings().weight.detach().numpy())
     tokens = torch.randint(tokenizer.vocab_size, (3, 20), generator=torch.Generator().manual_seed(0))
     hf.set_attn_implementation("eager")
     with torch.no_grad():
         logits = hf(tokens).logits
         assert logits.abs().max() > 1
-        torch.testing.assert_close(checkpoint.model(tokens), logits, atol=1e-4, rtol=0)
+        torch.testing.assert_close(checkpoint.model(tokens).logits, logits, atol=1e-4, rtol=0)
     # Without models, no network is built.
     plain = source.entries()[0].load(False)
     assert plain.model is None and plain.no_model is None

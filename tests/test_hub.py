@@ -8,10 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import huggingface_hub
 import numpy as np
 import pytest
 import torch
@@ -23,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from ctxstair.cli import main
 from ctxstair.errors import InputError
 from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.checkpoints import NEEDS_LLAMA, hub
+from ctxstair.lm.checkpoints import hub
 from ctxstair.lm.checkpoints.hub import (
     PICKLE,
     SAFETENSORS,
@@ -134,7 +136,7 @@ def test_log_spacing_of_pythias_154_revisions():
     assert len(set(dense)) == 40 and dense[:11] == PYTHIA[:11] and dense[-1] == "step143000"
     with pytest.raises(InputError, match="fewer than the first and the last"):
         log_spaced(PYTHIA, 1)
-    with pytest.raises(InputError, match="needs step<N> revisions"):
+    with pytest.raises(InputError, match="needs revisions named by their step"):
         log_spaced(["step0", "main"], 2)
 
 
@@ -162,7 +164,7 @@ def test_log_n_picks_from_the_refs_of_the_offline_cache(fake_hub, tokenizer):
     # log(1 + step) = 0, 0.69, 1.61, 2.83: the middle target 1.42 is nearest step4.
     assert parse_revisions("org/tiny", "log:3") == ["step0", "step4", "step16"]
     assert parse_revisions("org/tiny", "log:10") == REVISIONS
-    with pytest.raises(InputError, match="no step<N> revisions in the local Hugging Face cache"):
+    with pytest.raises(InputError, match="no revisions named by their step .* in the local Hugging Face cache"):
         parse_revisions("org/other", "log:4")
 
 
@@ -192,11 +194,9 @@ def test_each_revision_measures_as_the_model_in_its_snapshot_folder(fake_hub, to
         np.testing.assert_array_equal(W_E, model.get_input_embeddings().weight.detach().numpy())
     for key in ("setup", "corpus", "sample_window", "paths_skipped"):
         assert result[key] == direct[key], key
-    if family == "llama":
-        assert result["paths_skipped"] is None and all("attention_path_corr/1" in row for row in rows)
-    else:
-        assert result["paths_skipped"].startswith(NEEDS_LLAMA) and "gpt_neox" in result["paths_skipped"]
-        assert where == "gpt_neox.embed_in.weight in model.safetensors"
+    # Both families have a model view: every revision gets the path measures, on the model as it is.
+    assert result["paths_skipped"] is None and all("attention_path_corr/1" in row for row in rows)
+    assert family == "llama" or where == "gpt_neox.embed_in.weight in model.safetensors"
 
 
 def split_into_two_shards(folder: Path, embedding: str) -> None:
@@ -224,9 +224,9 @@ def test_the_embedding_measures_read_only_the_shard_that_holds_the_embedding(fak
         "tokenizer.json", "tokenizer_config.json"]
     result = run_series("org/tiny", ["step0", "step1"], text, paths=False)
     assert result["checkpoints"] == expected["checkpoints"]
-    if family == "llama":  # the path measures need the whole network, and only they fetch the other shard
-        with pytest.raises(InputError, match="model-00002-of-00002.safetensors of org/tiny at .* is not in the local"):
-            run_series("org/tiny", ["step0", "step1"], text)
+    # The path measures need the whole network, and only they fetch the other shard.
+    with pytest.raises(InputError, match="model-00002-of-00002.safetensors of org/tiny at .* is not in the local"):
+        run_series("org/tiny", ["step0", "step1"], text)
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads the peak memory from /proc (Linux)")
@@ -386,3 +386,167 @@ def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_sam
     assert cli(*args, "--out", str(out), "--resume") == 0  # all done: only the analysis is assembled again
     assert measured == []
     assert (out / "analysis.json").read_bytes() == (tmp_path / "whole" / "analysis.json").read_bytes()
+
+
+# --- deleting measured revisions from the cache ----------------------------------------------------------
+
+
+class FakeRemote:
+    """The Hub behind ``hf_hub_download``: revisions written into a folder laid out as a cache (``hub``), each
+    file copied into the local cache on first use as huggingface_hub stores a download (a blob, a relative
+    symlink from the snapshot, the revision's ref; for a file the revision lacks, the ref alone), then read
+    from there by the real ``hf_hub_download``, offline.
+
+    Attributes:
+        downloads: (commit, file, the commits whose snapshots in the local cache held weights just before).
+    """
+
+    def __init__(self, hub: FakeHub, cache: Path):
+        self.hub, self.cache, self.downloads = hub, cache, []
+        self.real = huggingface_hub.hf_hub_download
+
+    def download(self, repo_id: str, filename: str, *, revision: str, **options) -> str:
+        folder = f"models--{repo_id.replace('/', '--')}"
+        ref = self.hub.cache / folder / "refs" / revision
+        commit = ref.read_text() if ref.is_file() else revision
+        source, local = self.hub.cache / folder / "snapshots" / commit / filename, self.cache / folder
+        if ref.is_file():
+            (local / "refs").mkdir(parents=True, exist_ok=True)
+            (local / "refs" / revision).write_text(commit)
+        target = local / "snapshots" / commit / filename
+        if source.is_file() and not target.exists():
+            self.downloads.append((commit, filename, cached_weights(self.cache)))
+            blob = local / "blobs" / hashlib.sha256(source.read_bytes()).hexdigest()
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, blob)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(os.path.relpath(blob, target.parent))
+        return self.real(repo_id, filename, revision=revision, **options)
+
+    def fetch_all(self, repo_id: str, revision: str) -> None:
+        """Every file of a revision into the local cache, as a user's ``hf download`` would."""
+        commit = (self.hub.cache / f"models--{repo_id.replace('/', '--')}" / "refs" / revision).read_text()
+        for file in (self.hub.cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / commit).iterdir():
+            self.download(repo_id, file.name, revision=revision)
+
+
+def cached_weights(cache: Path) -> list[str]:
+    """The commits whose snapshots in a Hub cache hold a weight file."""
+    return sorted({path.parent.name for path in cache.glob("models--*/snapshots/*/*") if path.suffix == ".safetensors"})
+
+
+@pytest.fixture
+def remote(fake_hub, tmp_path, monkeypatch) -> FakeRemote:
+    """A fake Hub that the code under test downloads from into the (empty) cache of ``fake_hub``."""
+    fake = FakeRemote(FakeHub(tmp_path / "remote"), fake_hub.cache)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake.download)
+    return fake
+
+
+def remote_series(remote: FakeRemote, tokenizer) -> dict[str, Path]:
+    """:data:`REVISIONS` on the fake Hub, and ``main`` serving the files of the last, under its own commit."""
+    folders = add_series(remote.hub, tokenizer, "neox")
+    folders["main"] = remote.hub.snapshot("org/tiny", "main")
+    for file in folders[REVISIONS[-1]].iterdir():
+        shutil.copy(file, folders["main"] / file.name)
+    return folders
+
+
+EVICT = ["org/tiny", "--revisions", ",".join(REVISIONS), "--corpus", "synthetic", "--k", "20", "--window", "16",
+         "--no-probe", "--no-paths"]
+
+
+def test_evict_measured_deletes_each_downloaded_revision_once_measured(remote, fake_hub, tokenizer, tmp_path, capsys):
+    folders = remote_series(remote, tokenizer)
+    assert cli(*EVICT, "--out", str(tmp_path / "kept")) == 0
+    # Without the option every revision stays; their weights pile up in the cache as the series goes.
+    assert cached_weights(fake_hub.cache) == sorted(folder.name for folder in folders.values())
+    assert [held for _, file, held in remote.downloads if file == "model.safetensors"] == [
+        sorted(folders[name].name for name in REVISIONS[:i]) for i in range(len(REVISIONS) + 1)]
+    shutil.rmtree(fake_hub.cache)
+    fake_hub.cache.mkdir()
+    remote.downloads.clear()
+    capsys.readouterr()
+    out = tmp_path / "evicted"
+    assert cli(*EVICT, "--evict-measured", "--out", str(out)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # Each revision goes right after its line, main (read for the series checks alone) at the end.
+    deleted = [line.split(":")[0].strip() for line in lines if "deleted from the Hugging Face cache" in line]
+    assert deleted == [*REVISIONS, "main"]
+    assert all(line.endswith("freed)") for line in lines if "deleted from the Hugging Face cache" in line)
+    # When a revision's weights arrive, no other revision's are in the cache: one revision on disk at a time.
+    assert [(commit, held) for commit, file, held in remote.downloads if file == "model.safetensors"] == [
+        (folders[name].name, []) for name in [*REVISIONS, "main"]]
+    assert not (fake_hub.cache / "models--org--tiny").exists()  # nothing of the series left behind
+    # The numbers, and the series checks, are those of the run that kept everything.
+    assert (out / "analysis.json").read_bytes() == (tmp_path / "kept" / "analysis.json").read_bytes()
+
+
+def test_evict_measured_keeps_what_the_user_had_and_retries_what_it_cannot_scan(remote, fake_hub, tokenizer,
+                                                                              tmp_path, capsys):
+    folders = remote_series(remote, tokenizer)
+    remote.fetch_all("org/tiny", "step0")  # downloaded by the user before the run
+    remote.download("org/tiny", "tokenizer.json", revision="step1")  # left by the start of an interrupted run
+    user = {path.name: path.read_bytes() for path in (fake_hub.cache / "models--org--tiny" / "snapshots" /
+                                                       folders["step0"].name).iterdir()}
+    # step4 has no tokenizer.json: fetching it leaves a ref to a commit with no snapshot (as huggingface_hub
+    # does), which scan_cache_dir refuses until step4's own files arrive.
+    (folders["step4"] / "tokenizer.json").unlink()
+    capsys.readouterr()
+    assert cli("org/tiny", "--revisions", "step0,step1,step4", *EVICT[3:], "--evict-measured") == 0
+    lines = capsys.readouterr().out.splitlines()
+    # step0 is the user's: never pending. step1 waits for step4's snapshot, and goes with it.
+    (waiting,) = [line for line in lines if "not deleted from the Hugging Face cache yet" in line]
+    step4 = folders["step4"].name
+    assert waiting.startswith("    step1: not deleted from the Hugging Face cache yet, it cannot be scanned "
+                              f"(Reference(s) refer to missing commit hashes: {{'{step4}': {{'step4'}}}}")
+    assert [line.split(" (")[0].strip() for line in lines if "deleted from the Hugging Face cache (" in line] == [
+        "step1, step4: deleted from the Hugging Face cache", "main: deleted from the Hugging Face cache"]
+    # The user's revision stays as it was, and only it.
+    snapshots = fake_hub.cache / "models--org--tiny" / "snapshots"
+    assert [path.name for path in snapshots.iterdir()] == [folders["step0"].name]
+    assert {path.name: path.read_bytes() for path in (snapshots / folders["step0"].name).iterdir()} == user
+    assert sorted(path.name for path in (fake_hub.cache / "models--org--tiny" / "refs").iterdir()) == ["step0"]
+
+
+def test_evict_measured_resumes_without_the_deleted_revisions(remote, fake_hub, tokenizer, tmp_path, capsys,
+                                                              monkeypatch):
+    folders = remote_series(remote, tokenizer)
+    assert cli(*EVICT, "--out", str(tmp_path / "whole")) == 0
+    shutil.rmtree(fake_hub.cache)
+    fake_hub.cache.mkdir()
+    read, failing = hub.read_input_embedding, {"step4"}
+
+    def interrupted(files):  # step4 fails once, as a run killed after two revisions
+        if files.revision in failing:
+            failing.remove(files.revision)
+            raise InputError("the connection dropped")
+        return read(files)
+
+    monkeypatch.setattr(hub, "read_input_embedding", interrupted)
+    out = tmp_path / "resumed"
+    assert cli(*EVICT, "--evict-measured", "--out", str(out)) == 2
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.json")) == ["step0.json", "step1.json"]
+    snapshots = fake_hub.cache / "models--org--tiny" / "snapshots"
+    assert folders["step0"].name not in os.listdir(snapshots) and folders["step1"].name not in os.listdir(snapshots)
+    remote.downloads.clear()
+    capsys.readouterr()
+    assert cli(*EVICT, "--evict-measured", "--out", str(out), "--resume") == 0
+    # The finished revisions are read back: of them only the small files the start reads come again (the
+    # tokenizers to compare, the first revision's config), never weights; and they go again.
+    again = {(commit, file) for commit, file, _ in remote.downloads if commit in (folders["step0"].name,
+                                                                                  folders["step1"].name)}
+    assert again == {(folders["step0"].name, "config.json"), (folders["step0"].name, "tokenizer.json"),
+                     (folders["step1"].name, "tokenizer.json")}
+    lines = capsys.readouterr().out.splitlines()
+    assert "step0  skipped (done)" in lines
+    assert [line.split(":")[0].strip() for line in lines if "deleted from the Hugging Face cache" in line] == [
+        *REVISIONS, "main"]
+    assert not (fake_hub.cache / "models--org--tiny").exists()
+    assert (out / "analysis.json").read_bytes() == (tmp_path / "whole" / "analysis.json").read_bytes()
+
+
+def test_evict_measured_is_for_hub_models(tmp_path, capsys):
+    (tmp_path / "model").mkdir()
+    assert cli(str(tmp_path / "model"), "--corpus", "synthetic", "--evict-measured") == 2
+    assert "evicting measured revisions from the Hugging Face cache is for a Hub model id" in one_line_error(capsys)

@@ -119,7 +119,7 @@ def test_importing_the_monitor_package_loads_no_torch():
 
 
 def test_measure_reads_the_model_without_changing_it(corpus):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     windows, tokenizer = corpus["windows"], corpus["tokenizer"]
     monitor = StaircaseMonitor(windows, monitor_tokens(tokenizer, windows, k=20), probe_steps=20)
@@ -138,15 +138,17 @@ def test_measure_reads_the_model_without_changing_it(corpus):
                            "path_share/attn.1", "path_share/mlp.1"}
     assert monitor.skipped is None
     assert sum(v for k, v in values.items() if k.startswith("path_share/")) == pytest.approx(1.0)
-    # The Hugging Face Llama and the DecoderLM it holds give the same numbers: one network, one definition.
+    # The Hugging Face Llama, measured by its own code, and the DecoderLM it holds give the same numbers up to
+    # float32 rounding (the two compute the same network with sums in another order): one definition.
     from ctxstair.models.decoder_hf import from_hf
 
-    assert monitor.measure(from_hf(hf)) == pytest.approx(values, abs=1e-9)
+    assert monitor.measure(from_hf(hf)) == pytest.approx(values, abs=1e-6)
 
-    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=tokenizer.vocab_size, n_embd=16, n_layer=1, n_head=2, n_positions=32))
-    values = monitor.measure(gpt2)
+    bloom = AutoModelForCausalLM.from_config(AutoConfig.for_model("bloom", vocab_size=tokenizer.vocab_size,
+                                                                  hidden_size=16, n_layer=1, n_head=2))
+    values = monitor.measure(bloom)
     assert set(values) == {"rho_next", "rho_next_spearman", "probe_heldout_mse", "probe_shuffled_mse"}
-    assert "Llama-family" in monitor.skipped and "gpt2" in monitor.skipped
+    assert monitor.skipped.startswith("no model view") and "'bloom'" in monitor.skipped
     assert set(monitor.measure(hf, probe=False, paths=False)) == {"rho_next", "rho_next_spearman"}
 
 

@@ -1,6 +1,7 @@
 """Tests for the series checks of ``ctxstair analyze-model ORG/NAME --revisions`` (ctxstair.lm.analyze.series_checks,
 ctxstair.lm.checkpoints.hub): byte-identical embeddings flagged, a changed tokenizer refused, vocabulary padding
-recorded and harmless, OLMo branch names read as steps. Offline, on the fake Hub cache of tests/test_hub.py."""
+recorded and harmless, the branch names of each released series read as steps (and tokens seen). Offline, on the
+fake Hub cache of tests/test_hub.py."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ import pytest
 import test_hub
 import torch
 import transformers
-from test_hub import add_series, cli, run_series, save_neox
+from test_hub import REVISIONS, add_series, cli, run_series, save_neox
 
 from ctxstair.errors import InputError
 from ctxstair.lm.checkpoints.base import embedding_sha256
-from ctxstair.lm.checkpoints.hub import in_step_order, revision_step
+from ctxstair.lm.checkpoints.hub import in_step_order, parse_revisions, revision_position, revision_step
 from ctxstair.lm.schema import PROBE, RHO_NEXT
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.report.lm_figures import analysis_figure
@@ -28,15 +29,76 @@ DUPLICATE = "its embedding is byte-identical to step0's"
 EQUALS_MAIN = "its embedding is byte-identical to main's, yet it is not the last step (16)"
 
 
-def test_olmo_and_pythia_branch_names_give_their_step():
-    assert revision_step("step1000") == 1000 and revision_step("step0") == 0
-    assert revision_step("step1000-tokens4B") == 1000
-    assert revision_step("stage1-step1000-tokens4B") == 1000
-    assert revision_step("stage2-ingredient1-step23852-tokens200B") == 23852
-    for other in ("main", "stepper", "step", "step10x", "stage1-main", "step1000-tokens"):
-        assert revision_step(other) is None, other
-    assert in_step_order(["main", "stage1-step2000-tokens8B", "step1000-tokens4B", "stage1-step0-tokens0B"]) == [
-        "stage1-step0-tokens0B", "step1000-tokens4B", "stage1-step2000-tokens8B", "main"]
+#: Branch names of each released series in step order, each with (step, tokens seen) as the name says them; the
+#: text order differs from the step order (step1000 < step512, checkpoint-400 < checkpoint-50) but for LLM360's
+#: zero-padded numbers.
+SCHEMES = {
+    "pythia": [("step0", 0, None), ("step512", 512, None), ("step1000", 1000, None), ("step143000", 143000, None)],
+    "olmo": [("stage1-step0-tokens0B", 0, 0), ("step1000-tokens4B", 1000, 4 * 10**9),
+             ("stage1-step2000-tokens8B", 2000, 8 * 10**9),
+             ("stage2-ingredient1-step23852-tokens200B", 23852, 200 * 10**9)],
+    "llm360": [("ckpt_000", 0, None), ("ckpt_009", 9, None), ("ckpt_010", 10, None), ("ckpt_358", 358, None)],
+    "smollm": [("step-0", 0, None), ("step-2000", 2000, None), ("step-125000", 125000, None)],
+    "stanford-crfm": [("checkpoint-50", 50, None), ("checkpoint-400", 400, None), ("checkpoint-400000", 400000, None)],
+}
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_each_naming_scheme_gives_the_step_and_tokens_seen_and_the_order(scheme):
+    names = [name for name, _, _ in SCHEMES[scheme]]
+    for name, step, tokens in SCHEMES[scheme]:
+        assert revision_position(name) == (step, tokens), name
+        assert revision_step(name) == step
+    assert (sorted(names) == names) == (scheme == "llm360")
+    assert in_step_order(["main", *reversed(names)]) == [*names, "main"]  # a name without a step last, as before
+    assert in_step_order([names[-1], "main", *names[:-1]]) == [*names, "main"]
+
+
+def test_names_of_no_scheme_have_no_step():
+    for other in ("main", "stepper", "step", "step10x", "stage1-main", "step1000-tokens", "ckpt_", "ckpt_1x",
+                  "ckpt-5", "step-", "step-5x", "checkpoint-", "checkpoint_5", "checkpoint-5-final", "stage1-step-5"):
+        assert revision_position(other) == (None, None), other
+    # A token count in a unit not known is not read; the step still is.
+    assert revision_position("step1000-tokens4x") == (1000, None)
+    assert in_step_order(["main", "ckpt_", "ckpt_002"]) == ["ckpt_002", "main", "ckpt_"]
+
+
+def test_olmo_rows_carry_the_tokens_seen_and_the_series_reads_them(fake_hub, tokenizer, tmp_path):
+    olmo = [name for name, _, _ in SCHEMES["olmo"][:3]]
+    folders = add_series(fake_hub, tokenizer, "neox", revisions=olmo)
+    options = ["--corpus", "synthetic", "--k", "20", "--window", "16", "--no-probe"]
+    assert cli("org/tiny", "--revisions", ",".join(reversed(olmo)), *options, "--out", str(tmp_path / "olmo")) == 0
+    rows = json.loads((tmp_path / "olmo" / "analysis.json").read_text())["checkpoints"]
+    assert [(row["name"], row["step"], row["tokens"]) for row in rows] == [
+        ("stage1-step0-tokens0B", 0, 0), ("step1000-tokens4B", 1000, 4_000_000_000),
+        ("stage1-step2000-tokens8B", 2000, 8_000_000_000)]
+    series = analysis_series(tmp_path / "olmo")
+    assert list(series.steps) == [0, 1000, 2000] and list(series.tokens) == [0, 4 * 10**9, 8 * 10**9]
+    assert "tokens" not in series.values and "step" not in series.values  # positions, not measures
+    # main has neither: the series then has no tokens axis, and the rows of the others still do.
+    copy_snapshot(fake_hub, folders[olmo[-1]], "org/tiny", "main")
+    assert cli("org/tiny", "--revisions", f"main,{olmo[0]}", *options, "--out", str(tmp_path / "with-main")) == 0
+    first, main = json.loads((tmp_path / "with-main" / "analysis.json").read_text())["checkpoints"]
+    assert (first["tokens"], main["step"], "tokens" in main) == (0, None, False)
+    mixed = analysis_series(tmp_path / "with-main")
+    assert mixed.steps is None and mixed.tokens is None and "tokens" not in mixed.values
+    # Pythia's rows have no tokens field at all.
+    add_series(fake_hub, tokenizer, "neox", repo_id="org/pythia", revisions=REVISIONS[:2])
+    assert cli("org/pythia", "--revisions", "step0,step1", *options, "--out", str(tmp_path / "pythia")) == 0
+    assert analysis_series(tmp_path / "pythia").tokens is None
+    assert not any("tokens" in row for row in json.loads((tmp_path / "pythia" / "analysis.json").read_text())[
+        "checkpoints"])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_log_n_picks_each_scheme_by_its_step(fake_hub, scheme):
+    names = [name for name, _, _ in SCHEMES[scheme]]
+    for name in [*names, "main"]:
+        fake_hub.snapshot("org/tiny", name)  # log:N lists the refs alone
+    assert parse_revisions("org/tiny", "log:2") == [names[0], names[-1]]
+    assert parse_revisions("org/tiny", "log:10") == names
+    if scheme == "llm360":  # log(1 + step) = 0, 2.30, 2.40, 5.89: the middle target 2.94 is nearest ckpt_010
+        assert parse_revisions("org/tiny", "log:3") == ["ckpt_000", "ckpt_010", "ckpt_358"]
 
 
 def copy_snapshot(fake_hub, source, repo_id: str, revision: str) -> None:

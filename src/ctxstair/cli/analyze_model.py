@@ -2,7 +2,7 @@
 checkpoints — a Hugging Face directory, a folder of its checkpoints, a GGUF file, ``smollm2``, an LM
 run directory of this project, or revisions of a model on the Hugging Face Hub
 (:mod:`ctxstair.lm.checkpoints`) — measured one checkpoint at a time by :mod:`ctxstair.lm.analyze`:
-ρ_next, the prefix probe and, for Llama-family models, the attention-path correlation per layer with
+ρ_next, the prefix probe and, for models of a family with a view, the attention-path correlation per layer with
 its permutation null and the path shares of the embedding update, as ``ctxstair lm train`` and the
 monitor compute them.
 
@@ -56,7 +56,7 @@ def register(commands) -> None:
                         help="use at most this many corpus tokens")
     parser.add_argument("--no-probe", action="store_true", help="skip the prefix probe and its baseline")
     parser.add_argument("--no-paths", action="store_true",
-                        help="skip the attention-path correlations and path shares (Llama-family models only)")
+                        help="skip the attention-path correlations and path shares (models with a view only)")
     parser.add_argument("--windows", type=int, default=None,
                         help=f"corpus windows sampled (fixed seed) for the attention-path correlation (default "
                              f"{DEFAULT_WINDOWS}{_OURS}): one forward pass over them; on SmolLM2 (30 layers) 32 "
@@ -68,10 +68,16 @@ def register(commands) -> None:
                              "cores")
     parser.add_argument("--revisions", default=None,
                         help="Hub model only: the revisions to analyse, comma-separated (step0,step1000,step143000) "
-                             "or log:N (N of the repository's step<N> revisions, log-spaced, first and last "
-                             "included); default: main. Files come through huggingface_hub (downloaded, or from "
+                             "or log:N (N of the repository's revisions named by their step, log-spaced, first and "
+                             "last included: step<N>, stage1-step<N>-tokens<M>B, ckpt_<N>, step-<N>, checkpoint-<N>); "
+                             "default: main. Files come through huggingface_hub (downloaded, or from "
                              "its cache with HF_HUB_OFFLINE=1); for ρ_next and the probe only the file holding the "
                              "input embedding")
+    parser.add_argument("--evict-measured", action="store_true",
+                        help="Hub model only: delete each revision this run downloaded from the Hugging Face cache "
+                             "once it is measured (and main, read for the series checks, at the end), so a long "
+                             "series holds about one revision on disk; revisions whose weights were cached before "
+                             "the run are kept")
     parser.add_argument("--keep-flagged", action="store_true",
                         help="keep in the curves the checkpoints whose embedding is byte-identical to an earlier "
                              "one's or to main's (flagged; by default left out, drawn as hollow markers)")
@@ -119,7 +125,7 @@ def analyze_model_command(args: argparse.Namespace) -> None:
 
     result = analyze_model(args.model, args.corpus, stats=args.stats, window=args.window, max_tokens=args.max_tokens,
                            revisions=args.revisions, out=args.out, resume=args.resume, force=args.force,
-                           keep_flagged=args.keep_flagged,
+                           keep_flagged=args.keep_flagged, evict_measured=args.evict_measured,
                            on_start=lambda source, setup: _print_header(args, setup, source), on_row=finished,
                            progress=print if hub_id(args.model) is not None else None, finish=write_analysis_figure,
                            **settings)
@@ -199,9 +205,12 @@ def _path_lines(row: dict) -> list[str]:
                      f"median {np.nanmedian(c):+.3f}")
     attention += f"; |r| above the null in {above} of {c.size} layers"
     total = {kind: sum(v for name, v in shares.items() if name.split(".")[0] == kind) for kind in ("attn", "mlp")}
-    largest = max((name for name in shares if name != "embed"), key=lambda name: shares[name], default=None)
+    largest = max((name for name in shares if name not in ("embed", "unembed")), key=lambda name: shares[name],
+                  default=None)
     share = (f"path shares of the embedding update: direct {shares['embed']:.3f}, attention {total['attn']:.3f}, "
              f"MLP {total['mlp']:.3f}")
+    if "unembed" in shares:  # a tied unembedding updates the same matrix from the output side
+        share += f", unembedding (tied) {shares['unembed']:.3f}"
     if largest is not None:
         share += f"; largest other path {largest} {shares[largest]:.3f}"
     return [attention, share]

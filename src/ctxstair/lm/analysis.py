@@ -17,8 +17,9 @@ statistics:
   permutation null;
 * :func:`path_shares` — each path's share of the embedding update of a decoder (SPEC §6.4).
 
-The last two take a :class:`~ctxstair.models.DecoderLM` (our runs' snapshots, or a released Llama
-model through :func:`ctxstair.models.decoder_hf.from_hf`) and a sample of windows. These are the
+The last two take a decoder LM — a ``transformers`` model of any family with a view
+(:func:`ctxstair.models.view.view_of`), measured as it is, or our runs'
+:class:`~ctxstair.models.DecoderLM` — and a sample of windows. These are the
 primitives; :mod:`ctxstair.lm.staircase` composes them into the one measurement that the LM run's
 analysis, ``ctxstair analyze-model`` and the monitor call.
 
@@ -44,6 +45,7 @@ from ctxstair.checks import (
     positive_float,
 )
 from ctxstair.errors import InputError
+from ctxstair.models.view import view_of
 from ctxstair.signatures.frequent import label_set, most_frequent
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
@@ -395,20 +397,22 @@ def attention_path_counts(model, sample: object, tokens: object, vocab_size: int
     are the sums of the parts' counts.
 
     Args:
-        model: a :class:`~ctxstair.models.DecoderLM` (``blocks``, ``cfg.n_heads``, ``attention_pattern``).
-        sample: int (n, T_win) token windows, 2 <= T_win <= the model's ``max_seq_len`` (numpy or torch).
+        model: a decoder with a view (:func:`ctxstair.models.view.view_of`), on any device.
+        sample: int (n, T_win) token windows, 2 <= T_win <= the model's positions (numpy or torch).
         tokens: int (k,) the token set (ids).
         vocab_size: V.
     """
+    view = view_of(model)
     X = check_sequences(np.asarray(sample), vocab_size, "sample")
     tokens = check_id_subset(tokens, vocab_size, "tokens")
-    per_window = len(model.blocks) * model.cfg.n_heads * X.shape[1] ** 2
+    per_window = view.n_layers * view.n_heads * X.shape[1] ** 2
     chunk = max(1, _PATTERN_CHUNK // per_window)  # one pass (all windows at once) unless that is too large
-    counts = np.zeros((len(model.blocks), tokens.size, vocab_size + 1))
+    counts = np.zeros((view.n_layers, tokens.size, vocab_size + 1))
     for start in range(0, X.shape[0], chunk):
         part = X[start:start + chunk]
-        pattern = model.attention_pattern(torch.from_numpy(part)).mean(dim=2).cpu().numpy()  # (layers, n, T, T)
-        for layer in range(len(model.blocks)):
+        windows = torch.from_numpy(part).to(view.embedding.device)
+        pattern = _host(view.attention_pattern(windows).mean(dim=2))  # (layers, n, T, T)
+        for layer in range(view.n_layers):
             counts[layer] += attention_path_sums(part, pattern[layer], vocab_size, tokens)
     return counts
 
@@ -427,8 +431,8 @@ def attention_path_scores(model, sample: object, tokens: object, vocab_size: int
     p < 1/permutations.
 
     Args:
-        model: a :class:`~ctxstair.models.DecoderLM` (``W_E``, ``blocks``, ``attention_pattern``).
-        sample: int (n, T_win) token windows, 2 <= T_win <= the model's ``max_seq_len`` (numpy or torch).
+        model: a decoder with a view (:func:`ctxstair.models.view.view_of`), on any device.
+        sample: int (n, T_win) token windows, 2 <= T_win <= the model's positions (numpy or torch).
         tokens: int (k,) the token set (ids).
         vocab_size: V, the labels of the signature (the model's vocabulary or the tokenizer's).
         permutations: size of the null, >= 1.
@@ -439,18 +443,20 @@ def attention_path_scores(model, sample: object, tokens: object, vocab_size: int
         ``[(layer, corr, null), ...]``, one per layer, floats; ``corr`` is NaN when a cosine triangle
         is constant.
     """
+    view = view_of(model)
     tokens = check_id_subset(tokens, vocab_size, "tokens")
     permutations = int_in_range(permutations, "permutations", 1)
     if counts is None:
         counts = attention_path_counts(model, sample, tokens, vocab_size)
-    elif counts.shape != (len(model.blocks), tokens.size, vocab_size + 1):
+    elif counts.shape != (view.n_layers, tokens.size, vocab_size + 1):
         raise InputError(f"counts must have shape (layers, tokens, V + 1) = "
-                         f"{(len(model.blocks), tokens.size, vocab_size + 1)}, got {counts.shape}")
-    W_E = model.W_E.detach().cpu().numpy()[tokens]
+                         f"{(view.n_layers, tokens.size, vocab_size + 1)}, got {counts.shape}")
+    W_E = _host(view.embedding[torch.from_numpy(tokens).to(view.embedding.device)])
     scores = []
-    for layer, block in enumerate(model.blocks):
+    for layer in range(view.n_layers):
         phi_attn = path_signature_of(counts[layer])
-        Z = W_E @ block.W_V.detach().cpu().numpy().T @ block.W_O.detach().cpu().numpy().T
+        W_V, W_O = view.value_output(layer)
+        Z = W_E @ _host(W_V).T @ _host(W_O).T
         shuffles = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (permutations, 1)), axis=1)
         null = permuted_pearson(signature_cosine(phi_attn), cosine_matrix(Z), shuffles)
         scores.append((layer, attention_path_correlation(phi_attn, Z), float(np.nanmax(np.abs(null)))))
@@ -468,18 +474,24 @@ def path_shares(model, sample: object, tokens: object) -> dict[str, float]:
     the model's dtype.
 
     Args:
-        model: a :class:`~ctxstair.models.DecoderLM`.
-        sample: int (n, T_win) token windows, 2 <= T_win <= the model's ``max_seq_len``.
+        model: a decoder with a view (:func:`ctxstair.models.view.view_of`), on any device.
+        sample: int (n, T_win) token windows, 2 <= T_win <= the model's positions.
         tokens: int (k,) token ids whose rows count.
 
     Returns:
-        path name -> share, in the order ``embed, attn.0, mlp.0, attn.1, ...``; NaN everywhere when
-        every path is zero on those rows.
+        path name -> share, in the order ``embed, attn.0, mlp.0, attn.1, ...``, then ``unembed`` for a
+        model whose unembedding is tied to ``W_E``; NaN everywhere when every path is zero on those rows.
     """
     paths = decoder_embedding_paths(model, np.asarray(sample), objective="loss", full=False, rows=tokens)
     norms = {name: float(np.linalg.norm(g)) for name, g in paths.items()}
     total = sum(norms.values())
     return {name: n / total if total > 0 else float("nan") for name, n in norms.items()}
+
+
+def _host(weight: torch.Tensor) -> np.ndarray:
+    """A weight read as numpy on the host: float32 and float64 as they are, other floats as float32."""
+    weight = weight.detach()
+    return (weight if weight.dtype in (torch.float32, torch.float64) else weight.float()).cpu().numpy()
 
 
 def _snapshots(W: object, n_tokens: int, against: str) -> np.ndarray:

@@ -5,8 +5,9 @@ its checkpoints, a GGUF file, an LM run of ours, revisions of a Hub model), one 
 The corpus side is built once (:func:`text_setup`: a text tokenised with the source's tokenizer, cut
 into non-overlapping windows; or, for our own LM runs, the run's training windows,
 :func:`ctxstair.lm.staircase.run_setup`). Each checkpoint is then read, measured whole — ρ_next and
-the probe on its embedding rows, the attention paths and path shares on its network when it is
-Llama-family — and let go, so a long series never sits in memory. Each checkpoint's probe is fitted on
+the probe on its embedding rows, the attention paths and path shares on its network when its family
+has a view (:mod:`ctxstair.models.view`) — and let go, so a long series never sits in memory. Each
+checkpoint's probe is fitted on
 its own, the arithmetic of the live monitor.
 
 With an output folder (``--out``) each checkpoint's row is written atomically as it finishes
@@ -44,7 +45,7 @@ from ctxstair.checks import int_in_range
 from ctxstair.corpus import count as corpus_count
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
-from ctxstair.lm.checkpoints import NEEDS_LLAMA, Source
+from ctxstair.lm.checkpoints import NO_VIEW, Source
 from ctxstair.lm.checkpoints.base import embedding_sha256, read_json_file
 from ctxstair.lm.schema import MEASURES, split_key
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
@@ -144,7 +145,7 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
     """
     V, entries = source.vocab_rows, source.entries()
     paths = setup.settings.paths and source.positions is not None
-    skipped = None if not setup.settings.paths or paths else (source.no_model or f"{NEEDS_LLAMA}: no model")
+    skipped = None if not setup.settings.paths or paths else (source.no_model or f"{NO_VIEW}: no model")
     rows, last = [], None
     for number, entry in enumerate(entries, 1):
         finished = None if folder is None else _finished(folder, entry.name, setup.tokens.size)
@@ -223,7 +224,7 @@ def series_checks(source: Source, rows: list[dict], keep_flagged: bool = False) 
 def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: str | None = None,
                   stats: str | os.PathLike | None = None, window: int = WINDOW,
                   max_tokens: int = MAX_TOKENS, revisions: str | None = None, out: str | os.PathLike | None = None,
-                  resume: bool = False, force: bool = False, keep_flagged: bool = False,
+                  resume: bool = False, force: bool = False, keep_flagged: bool = False, evict_measured: bool = False,
                   on_start: Callable[[Source, StaircaseSetup], None] | None = None,
                   on_row: Callable[[dict, bool], None] | None = None, progress: Callable[[str], None] | None = None,
                   finish: Callable[[Path], None] | None = None, **settings) -> dict:
@@ -246,6 +247,9 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
             checkpoint written as it finishes, finished ones read back on ``resume``, an existing one
             replaced with ``force`` once the new analysis is complete. Refused before anything is read.
         keep_flagged: keep flagged checkpoints in the curves (:func:`series_checks`).
+        evict_measured: Hub model only: delete each revision this run downloaded from the Hugging Face cache
+            once its row exists (measured, or read back on ``resume``), and ``main`` at the end when it was
+            read only for the series checks (:class:`ctxstair.lm.checkpoints.hub.CacheEviction`).
         on_start: called with the source and the setup before the first checkpoint is read.
         on_row, progress: as :func:`analyze`.
         finish: called with the output folder once ``analysis.json`` is written, before the folder is
@@ -258,7 +262,7 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     """
     from ctxstair.io import check_output, claim_output
     from ctxstair.lm.checkpoints import open_source, source_identity
-    from ctxstair.lm.checkpoints.hub import hub_id, parse_revisions
+    from ctxstair.lm.checkpoints.hub import DEFAULT_REVISION, CacheEviction, hub_id, parse_revisions
     from ctxstair.lm.corpus import load_text
     from ctxstair.lm.staircase import run_setup, settings_of
     from ctxstair.run import Run
@@ -271,6 +275,8 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     if repo_id is None and revisions is not None:
         raise InputError(f"revisions are for a Hugging Face Hub model id (org/name that is not an existing path), "
                          f"not {model}")
+    if repo_id is None and evict_measured:
+        raise InputError(f"evicting measured revisions from the Hugging Face cache is for a Hub model id, not {model}")
     names = None if repo_id is None else parse_revisions(repo_id, revisions)
     if stats is not None and (corpus is not None or text is not None):
         raise InputError("give a corpus or a statistics directory, not both")
@@ -291,6 +297,7 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     same = check_same_series(stored)
     if out is not None:
         check_output(out, resume=resume, force=force, same=same)
+    eviction = CacheEviction(repo_id, progress) if evict_measured else None  # before this run downloads anything
     source = open_source(model, names)
     if stats is not None:
         setup = StaircaseSetup.from_stats(stats, settings, tokenizer=source.tokenizer, vocab_size=source.vocab_rows)
@@ -302,7 +309,10 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
         on_start(source, setup)
     output = None if out is None else claim_output(out, resume=resume, force=force, start=write_settings(stored),
                                                    same=same)
-    result = analyze(source, setup, None if output is None else output.path, on_row, progress, keep_flagged)
+    result = analyze(source, setup, None if output is None else output.path,
+                     on_row if eviction is None else eviction.after(on_row), progress, keep_flagged)
+    if eviction is not None and DEFAULT_REVISION not in names:  # read by the series checks alone
+        eviction.evict(DEFAULT_REVISION)
     result["corpus"] = record
     if output is not None:
         # The checks join the settings once known; a resumed analysis compares only the settings.

@@ -16,7 +16,8 @@ name                        what
 ``attention_path_corr/ℓ``   the attention-path signature of layer ℓ vs ``W_O W_V w_α`` (SPEC §7)
 ``attention_path_null/ℓ``   its permutation null: the largest |r| over token permutations
 ``path_share/<path>``       a path's share of the embedding update: ``embed``, ``attn.ℓ``,
-                            ``mlp.ℓ`` (SPEC §6.4)
+                            ``mlp.ℓ``, and ``unembed`` where the unembedding is tied to the
+                            embedding (SPEC §6.4)
 ==========================  ==================================================================
 
 NaN stands for "undefined" (a constant cosine triangle): an empty CSV field, ``null`` in JSON.
@@ -67,10 +68,12 @@ def series(rows: Sequence[dict]) -> dict[str, np.ndarray]:
 
 def parts(names: Iterable[str], measure: str) -> list[str]:
     """The parts of ``measure`` among row names, in the residual stream's order: layers by number;
-    paths ``embed`` first, then ``attn.ℓ`` and ``mlp.ℓ`` by layer."""
+    paths ``embed`` first, then ``attn.ℓ`` and ``mlp.ℓ`` by layer, then ``unembed``."""
     def position(part: str) -> tuple[int, int, int]:
         if part.isdigit():
             return (1, int(part), 0)
+        if part == "unembed":
+            return (2, 0, 0)
         kind, _, layer = part.partition(".")
         return (0, 0, 0) if part == "embed" else (1, int(layer) if layer.isdigit() else 0, 0 if kind == "attn" else 1)
 

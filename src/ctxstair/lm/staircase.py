@@ -58,6 +58,7 @@ from ctxstair.lm.schema import (
     SHUFFLED,
     key,
 )
+from ctxstair.models.view import view_of
 from ctxstair.signatures.frequent import most_frequent
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class StaircaseSettings:
         null_permutations: token permutations of the attention-path null, >= 1.
         seed: the probe's split and start, the shuffled control and the window sample, >= 0.
         probe: measure the prefix probe and its control.
-        paths: measure the attention paths and path shares (Llama-family models).
+        paths: measure the attention paths and path shares (models with a view, :mod:`ctxstair.models.view`).
     """
 
     # The defaults are the LM runs' config's (one source; the reasons are in the module docstring).
@@ -385,11 +386,13 @@ class StaircaseSetup:
 
     def measure_paths(self, model, vocab_size: int, counts: np.ndarray | None = None) -> dict:
         """The attention-path correlation and its null per layer, and the path shares of the embedding
-        update (SPEC §6.4, §7), of a :class:`~ctxstair.models.DecoderLM` in its dtype, on
-        :meth:`path_sample` (its first ``path_windows`` windows for the shares). ``counts``: the
-        sample's :func:`~ctxstair.lm.analysis.attention_path_counts` when counted already (the
-        monitor's ranks count a sharded model's sample together)."""
-        sample = self.path_sample(model.cfg.max_seq_len)
+        update (SPEC §6.4, §7), of a decoder with a view (:func:`ctxstair.models.view.view_of`: a
+        ``transformers`` model of a supported family, measured where it is, or a
+        :class:`~ctxstair.models.DecoderLM`) in its dtype, on :meth:`path_sample` (its first
+        ``path_windows`` windows for the shares). ``counts``: the sample's
+        :func:`~ctxstair.lm.analysis.attention_path_counts` when counted already (the monitor's ranks
+        count a sharded model's sample together)."""
+        sample = self.path_sample(view_of(model).positions)
         check_sequences(sample, vocab_size, "the window sample")
         row = {}
         for layer, corr, null in analysis.attention_path_scores(model, sample, self.tokens, vocab_size,

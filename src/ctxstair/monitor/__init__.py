@@ -3,7 +3,8 @@
 * :class:`~ctxstair.monitor.staircase.StaircaseMonitor` — built once from a corpus sample (token
   windows and the tokens to analyse, :func:`~ctxstair.monitor.staircase.monitor_tokens`);
   ``measure(model)`` returns ρ_next, the held-out prefix probe next to its shuffled control and, for
-  Llama-family models, the attention-path correlation per layer and the path shares of the
+  models of a family with a view (:mod:`ctxstair.models.view`), the attention-path correlation per
+  layer and the path shares of the
   embedding update — the numbers ``ctxstair analyze-model`` computes from saved checkpoints.
 * :class:`~ctxstair.monitor.trainer.StaircaseCallback` and :func:`~ctxstair.monitor.trainer.attach`
   — a Hugging Face ``TrainerCallback`` that logs them as ``staircase/<name>`` into the Trainer's

@@ -10,21 +10,25 @@ analysis compute, with the same code:
 
 * ``rho_next``, ``rho_next_spearman`` — over V = the model's number of embedding rows;
 * ``probe_heldout_mse``, ``probe_shuffled_mse`` — the prefix probe and its shuffled control;
-* for Llama-family models (a :class:`~ctxstair.models.DecoderLM`, or a Hugging Face Llama that
-  :func:`~ctxstair.models.decoder_hf.from_hf_weights` accepts): ``attention_path_corr/<layer>``,
-  ``attention_path_null/<layer>`` and ``path_share/<path>`` on the setup's fixed sample of windows.
+* for a model with a view (:mod:`ctxstair.models.view`: a ``transformers`` model of a supported
+  family, or a :class:`~ctxstair.models.DecoderLM`): ``attention_path_corr/<layer>``,
+  ``attention_path_null/<layer>`` and ``path_share/<path>`` on the setup's fixed sample of windows,
+  computed on the model itself where it is, by hooks and autograd.
 
 What the monitor touches in the training process, and nothing else: while it measures, numpy's and
 scipy's BLAS run on one thread (:func:`_one_blas_thread`; OpenBLAS's spinning workers otherwise
 slowed the next training step twice over on 2 cores) and the model is in eval mode under
-``torch.no_grad`` with every module's training flag restored afterwards. Its weights are copied to
-the CPU in float32 (only the rows of T for the embedding measures; the whole network, as a
-DecoderLM, for the path measures); the model is never run and never changed, the training's random
-streams are not touched, and torch's threads and deterministic-algorithms flag are left as the
-training set them. So a model on CUDA works, and the training run with a monitor computes the same
-weights as without. A model sharded across processes (FSDP2, FSDP1, DeepSpeed ZeRO-3) is gathered
-for the read by collectives that every rank must join: every rank calls ``measure``, rank 0 gets
-the numbers (:mod:`ctxstair.lm.checkpoints.live`).
+``torch.no_grad`` with every module's training flag restored afterwards. Only the rows of T are
+copied to the CPU for the embedding measures; the path measures run the model itself, on its
+device and in its dtype, in eval mode (no dropout, so no random numbers drawn), with gradients taken
+by ``torch.autograd.grad`` (never into ``.grad``) and eager attention for the pattern pass (the
+model's setting restored). The weights never change, the training's random streams are not
+touched, and torch's threads and deterministic-algorithms flag are left as the training set them.
+So a model on CUDA works, and the training run with a monitor computes the same weights as without.
+A model sharded across processes (FSDP2, FSDP1, DeepSpeed ZeRO-3) is gathered for the read by
+collectives that every rank must join: every rank calls ``measure``, rank 0 gets the numbers, and
+the path measures run on a float32 CPU copy built from the gathered state
+(:mod:`ctxstair.lm.checkpoints.live`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from ctxstair.lm.checkpoints.live import LiveWeights, live_weights, reading
 from ctxstair.lm.schema import LOG_PREFIX
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, staircase_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.models.view import view_of
 from ctxstair.train.schedule import snapshot_schedule
 
 #: Default cadence of the callbacks (:func:`monitor_steps`): log-spaced steps up to ``EVERY``, then
@@ -150,7 +155,7 @@ class StaircaseMonitor:
             signatures (k · labels · k float64: 320 MB at k = 200 and 1000 labels) are counted at
             the first probe measurement, so a monitor whose cadence never asks for the probe never
             builds them.
-        paths: measure the attention paths and path shares (Llama-family models only).
+        paths: measure the attention paths and path shares (models with a view only).
         The rest are the :class:`~ctxstair.lm.staircase.StaircaseSettings` of the measurement, with
         its defaults (the same as ``analyze-model`` and the LM runs): ``attention_windows`` (the first
         windows of a permutation of all windows seeded with ``seed``, each cut to the model's
@@ -224,7 +229,7 @@ class StaircaseMonitor:
         Returns:
             name -> float (the schema of :mod:`ctxstair.lm.schema`): ``rho_next``,
             ``rho_next_spearman`` (NaN when a cosine triangle is constant); with the probe:
-            ``probe_heldout_mse``, ``probe_shuffled_mse``; with the paths and a Llama-family model:
+            ``probe_heldout_mse``, ``probe_shuffled_mse``; with the paths and a model with a view:
             ``attention_path_corr/<ℓ>``, ``attention_path_null/<ℓ>`` per layer and ``path_share/<path>``
             (``embed``, ``attn.ℓ``, ``mlp.ℓ``). Other models get no path keys and :attr:`skipped`
             says why. ``{}`` on every rank but 0 of a sharded model.
@@ -267,11 +272,12 @@ class StaircaseMonitor:
         of the windows on its copy of the network (``read.shared``); the sum on rank 0, None on the
         others. Every rank calls."""
         decoder, V = read.decoder, read.V
-        sample = self.setup.path_sample(decoder.cfg.max_seq_len)
+        view = view_of(decoder)
+        sample = self.setup.path_sample(view.positions)
         sharded.same_on_every_rank(sample, "attention-path windows")
         check_sequences(sample, V, "the window sample")
         return sharded.summed_on_rank_0(lambda part: analysis.attention_path_counts(decoder, part, self.tokens, V),
-                                        sample, (len(decoder.blocks), self.tokens.size, V + 1))
+                                        sample, (view.n_layers, self.tokens.size, V + 1))
 
     def measure_at(self, model: torch.nn.Module, step: int, cadence: Cadence,
                    root: torch.nn.Module | None = None) -> dict[str, float] | None:

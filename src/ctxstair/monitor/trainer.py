@@ -63,7 +63,7 @@ class StaircaseCallback(TrainerCallback):
     Attributes:
         history: one ``{"step": ..., "staircase/<name>": ...}`` dict per measurement of this process
             (empty on every process but the main one); ``measured_steps`` lists their steps.
-        skipped: why the path measures were not taken (a model that is not Llama-family), or None.
+        skipped: why the path measures were not taken (a model whose family has no view), or None.
     """
 
     def __init__(self, monitor: StaircaseMonitor, *, log_points: int = LOG_POINTS, every: int = EVERY,

@@ -326,6 +326,9 @@ def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSerie
                        label=label, color=_PATH_COLOURS[kind])
     ax_shares.axhline(shares.get("embed", np.nan), ls="--", color=_PATH_COLOURS["embed"],
                       label=f"direct path embed ({shares.get('embed', np.nan):.3f})")
+    if "unembed" in shares:  # tied: the same matrix updated from the output side
+        ax_shares.axhline(shares["unembed"], ls=":", color="black",
+                          label=f"unembedding path, tied ({shares['unembed']:.3f})")
     ax_shares.set_ylim(bottom=0)
     ax_shares.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_shares.set_xlabel("layer ℓ")

@@ -28,6 +28,8 @@ from ctxstair.lm.schema import ATTENTION_CORR, LOG_PREFIX, PATH_SHARE, key, part
 
 #: The file of an analyze-model folder that holds its rows.
 ANALYSIS_FILE = "analysis.json"
+#: The numbers of an analyze-model row that place its model state in training, not measures of it.
+_POSITION = ("step", "tokens")
 
 
 @dataclass
@@ -48,6 +50,8 @@ class StaircaseSeries:
             equals another state's or ``main``'s); such states are left out of :meth:`measured`
             unless ``keep_flagged``, and drawn apart (:meth:`flagged_points`).
         keep_flagged: whether the flagged states stay in the curves.
+        tokens: (S,) the tokens seen at each state, where every state's name says them (a Hub series of
+            OLMo revisions, ``step1000-tokens4B``), else None.
     """
 
     source: str
@@ -61,6 +65,7 @@ class StaircaseSeries:
     extra: dict = field(default_factory=dict)
     flagged: dict[str, list[str]] = field(default_factory=dict)
     keep_flagged: bool = False
+    tokens: np.ndarray | None = None
 
     def has(self, measure: str, part: str = "") -> bool:
         """Whether ``measure`` (with ``part``) was measured at some state."""
@@ -128,17 +133,20 @@ def analysis_series(folder: str | os.PathLike) -> StaircaseSeries:
     result = rundir.read_json(folder, ANALYSIS_FILE)
     rows = result["checkpoints"]
     names = [row["name"] for row in rows]
-    steps = np.array([row["step"] for row in rows]) if all(row["step"] is not None for row in rows) else None
+    # A position is known for the series only where every row has it (a Hub series may end with main).
+    steps, tokens = (None if any(row.get(name) is None for row in rows) else np.array([row[name] for row in rows])
+                     for name in _POSITION)
     # Only numbers are measures: the rows also say where the weights came from (commit, weights, hash).
     measures = [{name: value for name, value in row.items()
-                 if name != "step" and (value is None or isinstance(value, (int, float)))} for row in rows]
+                 if name not in _POSITION and (value is None or isinstance(value, (int, float)))} for row in rows]
     values = {name: np.array([np.nan if m.get(name) is None else m[name] for m in measures], dtype=np.float64)
               for name in dict.fromkeys(name for m in measures for name in m)}
     checks = result.get("checks", {})
     return StaircaseSeries(str(result["source"]), names, steps, values, state=folder / ANALYSIS_FILE,
                            extra={"setup": result["setup"], "paths_skipped": result.get("paths_skipped"),
                                   "corpus": result.get("corpus", {}), "checks": checks},
-                           flagged=dict(checks.get("flagged", {})), keep_flagged=bool(checks.get("keep_flagged")))
+                           flagged=dict(checks.get("flagged", {})), keep_flagged=bool(checks.get("keep_flagged")),
+                           tokens=tokens)
 
 
 def trainer_series(directory: str | os.PathLike) -> StaircaseSeries:

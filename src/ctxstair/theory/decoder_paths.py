@@ -1,14 +1,20 @@
 """Path decomposition of the embedding gradient of a decoder LM (SPEC §6.4).
 
-The final residual stream of :class:`ctxstair.models.decoder.DecoderLM` is a sum of summands
-``c_j`` (``embed``, ``attn.ℓ``, ``mlp.ℓ``), each a function of ``W_E``. With the upstream gradient
+The final residual stream of a decoder is a sum of summands ``c_j`` (``embed``, ``attn.ℓ``,
+``mlp.ℓ``; ``pos`` for learned positions), read off the model itself by its view
+(:func:`ctxstair.models.view.view_of`: any supported ``transformers`` family, or our
+:class:`~ctxstair.models.decoder.DecoderLM`), each a function of ``W_E``. With the upstream gradient
 ``G = ∂objective/∂stream`` (n, T, d), the chain rule splits the embedding gradient exactly:
 
-    ∇_{W_E} objective = Σ_j (∂c_j/∂W_E)^T G        (one vector-Jacobian product per summand)
+    ∇_{W_E} objective = Σ_j (∂c_j/∂W_E)^T G  [+ unembed]     (one vector-Jacobian product per summand)
 
 Path j is everything that reaches the objective through summand j — including the routes from
 ``W_E`` through earlier blocks into ``c_j`` — so the paths sum to the full gradient, while
-``embed`` is the direct path: ``G`` at the positions holding α, summed.
+``embed`` is the direct path: ``G`` at the positions holding α, summed. ``pos`` does not depend on
+``W_E`` and has no path. A model whose unembedding *is* ``W_E`` (tied: GPT-2, Gemma, SmolLM2)
+updates the shared matrix also through its output side; that is the path ``unembed``,
+``(∂objective/∂logits)^T h`` for the unembedding's input ``h``, so that the paths still sum to the
+gradient the shared matrix gets.
 
 Objectives, over the pairs (x_s, x_{s+1}) with s < T-1:
 ``loss`` = −mean next-token cross-entropy (so the result is the gradient-flow direction, SPEC §1);
@@ -17,12 +23,15 @@ Objectives, over the pairs (x_s, x_{s+1}) with s < T-1:
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
 from ctxstair.checks import check_id_subset, check_sequences
 from ctxstair.errors import InputError
 from ctxstair.models.decoder import DecoderLM, next_token_loss
+from ctxstair.models.view import view_of
 
 __all__ = ["DECODER_OBJECTIVES", "decoder_embedding_paths", "direct_path_prediction"]
 
@@ -30,47 +39,65 @@ __all__ = ["DECODER_OBJECTIVES", "decoder_embedding_paths", "direct_path_predict
 DECODER_OBJECTIVES = ("loss", "label")
 
 
-def decoder_embedding_paths(model: DecoderLM, tokens: np.ndarray, objective: str = "loss",
+def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objective: str = "loss",
                             full: bool = True, rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Embedding gradient of ``objective`` split into the paths of the residual stream (SPEC §6.4).
 
     Args:
-        model: the decoder; its own dtype is used (float64 for exact sums).
-        tokens: int (n, T) windows, 2 <= T <= max_seq_len.
+        model: a decoder with a view (:func:`ctxstair.models.view.view_of`): a ``transformers``
+            causal LM of a supported family or a :class:`~ctxstair.models.decoder.DecoderLM`, on any
+            device; its own dtype is used (float64 for exact sums).
+        tokens: int (n, T) windows, 2 <= T <= the model's positions.
         objective: ``loss`` (−mean next-token cross-entropy) or ``label`` (mean next-token logit).
-        full: also return ``full``, the plain autograd gradient (one more backward pass, through the
-            unembedding: skip it when only the paths are needed).
+        full: also return ``full``, the plain autograd gradient of ``W_E`` (one more backward pass).
         rows: token ids whose rows are returned (default all V). Each path is restricted to them as
             soon as it is computed, so a large vocabulary costs one (V, d) gradient at a time, not
             one per path; the values are those rows of the full result, bit for bit.
 
     Returns:
-        float64 (V, d) (or (len(rows), d)) per path, keyed like
-        :meth:`DecoderLM.residual_contributions` (``embed``, ``attn.0``, ``mlp.0``, ...), plus
-        ``full`` when asked; the paths sum to ``full`` up to rounding. ``model``'s ``.grad`` fields
-        are left untouched.
+        float64 (V, d) (or (len(rows), d)) per path: ``embed``, ``attn.0``, ``mlp.0``, ... in stream
+        order, then ``unembed`` for a tied model, plus ``full`` when asked; the paths sum to
+        ``full`` up to rounding. The model's ``.grad`` fields, weights and modes are left untouched.
     """
     _check_objective(objective)
-    X = check_sequences(tokens, model.cfg.vocab_size, "tokens")
-    if X.shape[1] < 2:
-        raise InputError(f"tokens need windows of length T >= 2 to hold a next token, got shape {X.shape}")
-    keep = None if rows is None else torch.from_numpy(check_id_subset(rows, model.cfg.vocab_size, "rows").copy())
-    X = torch.as_tensor(X, device=model.W_E.device)
+    view = view_of(model)
+    W_E = view.embedding
+    X = check_sequences(tokens, view.vocab_size, "tokens")
+    if not 2 <= X.shape[1] <= view.positions:
+        raise InputError(f"tokens need windows of length T >= 2 (to hold a next token) and at most the model's "
+                         f"{view.positions} positions, got shape {X.shape}")
+    keep = None if rows is None else torch.from_numpy(check_id_subset(rows, view.vocab_size, "rows").copy())
+    X = torch.as_tensor(X, device=W_E.device)
 
-    def restricted(g: torch.Tensor) -> np.ndarray:
-        g = g.detach()
+    def restricted(g: torch.Tensor | None) -> np.ndarray:
+        g = torch.zeros_like(W_E) if g is None else g.detach()
         return (g if keep is None else g[keep.to(g.device)]).to(torch.float64).cpu().numpy()
 
-    contributions = model.residual_contributions(X)
-    stream = sum(contributions.values())  # (n, T, d): the final stream, as in forward()
-    logits = model.logits_from_stream(stream)  # (n, T, V)
-    value = -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
-    (upstream,) = torch.autograd.grad(value, stream, retain_graph=True)  # G, (n, T, d)
-    paths = {name: restricted(torch.autograd.grad(c, model.W_E, upstream, retain_graph=True)[0])
-             for name, c in contributions.items()}
-    if full:
-        paths["full"] = restricted(torch.autograd.grad(value, model.W_E)[0])
+    with torch.enable_grad(), _requiring_grad(W_E):
+        run, _ = view.forward(X)
+        logits = run.logits
+        value = -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
+        (upstream,) = torch.autograd.grad(value, run.stream, retain_graph=True)  # G, (n, T, d)
+        paths = {name: restricted(torch.autograd.grad(c, W_E, upstream, retain_graph=True, allow_unused=True)[0])
+                 for name, c in run.summands.items() if name != "pos"}
+        if view.tied:
+            (d_head,) = torch.autograd.grad(value, run.head_output, retain_graph=True)  # (n, T, V)
+            paths["unembed"] = restricted(torch.einsum("ntv,ntd->vd", d_head, run.head_input))
+        if full:
+            paths["full"] = restricted(torch.autograd.grad(value, W_E)[0])
     return paths
+
+
+@contextlib.contextmanager
+def _requiring_grad(weight: torch.nn.Parameter):
+    """``weight`` requires grad for the paths' vector-Jacobian products (a frozen embedding too), as it
+    did before afterwards."""
+    before = weight.requires_grad
+    weight.requires_grad_(True)
+    try:
+        yield
+    finally:
+        weight.requires_grad_(before)
 
 
 def direct_path_prediction(model: DecoderLM, r_nt: np.ndarray, phi_nt: np.ndarray, objective: str = "loss",

@@ -17,7 +17,7 @@ restricted loader; no code of a model folder runs.
 
     source = open_source("runs/lm")                   # or a folder, a .gguf file, "smollm2", "org/name"
     for entry in source.entries():
-        checkpoint = entry.load(models=True)          # W_E (V, d), and a DecoderLM when Llama-family
+        checkpoint = entry.load(models=True)          # W_E (V, d), and the model when its family has a view
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from ctxstair import rundir
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import NEEDS_LLAMA, Checkpoint, Entry, Source
+from ctxstair.lm.checkpoints.base import NO_VIEW, Checkpoint, Entry, Source
 
-__all__ = ["NEEDS_LLAMA", "Checkpoint", "Entry", "Source", "open_source", "source_identity"]
+__all__ = ["NO_VIEW", "Checkpoint", "Entry", "Source", "open_source", "source_identity"]
 
 
 def source_identity(source: str | os.PathLike, revisions: list[str] | None = None) -> dict:

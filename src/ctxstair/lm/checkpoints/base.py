@@ -16,11 +16,13 @@ import numpy as np
 from ctxstair.errors import InputError
 
 if TYPE_CHECKING:
-    from ctxstair.lm.tokenizer import TextTokenizer
-    from ctxstair.models import DecoderLM
+    import torch
 
-#: Why the attention-path and path-share measures are missing for a model that is not Llama-family.
-NEEDS_LLAMA = "the attention-path and path-share measures need a Llama-family model"
+    from ctxstair.lm.tokenizer import TextTokenizer
+
+#: How every reason for missing attention-path and path-share measures begins: the model's family has
+#: no view (:func:`ctxstair.models.view.adapter_of` says which families have one), or no model was read.
+NO_VIEW = "no model view"
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,9 @@ class Checkpoint:
         step: its training step, None for a single model or a revision such as ``main``.
         W_E: (V, d) input-embedding rows, float32 (float64 if stored so; bf16 and fp16 as float32);
             V may exceed the tokenizer's vocabulary (padded embedding matrices).
-        model: with ``models=True``, the whole network as a float32 :class:`~ctxstair.models.DecoderLM`
-            in eval mode when it is a Llama-family model; else None.
+        model: with ``models=True``, the whole network in float32 and eval mode, as it is — a
+            ``transformers`` causal LM of a family with a view (:mod:`ctxstair.models.view`), or the
+            :class:`~ctxstair.models.DecoderLM` of one of our runs; else None.
         no_model: why ``model`` is None (None when it is not, or when models were not asked for).
         info: what the source records of where the weights came from (a Hub revision's ``commit``
             and how its ``weights`` were read).
@@ -42,7 +45,7 @@ class Checkpoint:
     name: str
     step: int | None
     W_E: np.ndarray
-    model: DecoderLM | None = None
+    model: torch.nn.Module | None = None
     no_model: str | None = None
     info: dict = field(default_factory=dict)
 
@@ -64,8 +67,8 @@ class Source(Protocol):
         name: what was asked for, as the user wrote it.
         tokenizer: the tokenizer every checkpoint is measured with.
         vocab_rows: V, the rows of the input embedding (known before any weight is read).
-        positions: the model's ``max_seq_len`` when it is Llama-family (the measure of its attention
-            paths), else None, with ``no_model`` saying why.
+        positions: the model's longest window when its family has a view (the measure of its
+            attention paths), else None, with ``no_model`` saying why.
     """
 
     name: str
@@ -86,7 +89,7 @@ def weight_array(weight) -> np.ndarray:
     return (weight if weight.dtype in (torch.float32, torch.float64) else weight.float()).numpy()
 
 
-def built_model(build: Callable[[], DecoderLM]) -> tuple[DecoderLM | None, str | None]:
+def built_model(build: Callable[[], torch.nn.Module]) -> tuple[torch.nn.Module | None, str | None]:
     """``(build(), None)``, or ``(None, why)`` when it raises InputError."""
     try:
         return build(), None
@@ -94,15 +97,65 @@ def built_model(build: Callable[[], DecoderLM]) -> tuple[DecoderLM | None, str |
         return None, str(error)
 
 
-def llama_positions(config) -> tuple[int | None, str | None]:
-    """``(max_seq_len, None)`` of a ``transformers`` config that a :class:`~ctxstair.models.DecoderLM`
-    can hold (Llama-family), else ``(None, why)``."""
-    from ctxstair.models.decoder_hf import decoder_config_from_hf
+def view_positions(config) -> tuple[int | None, str | None]:
+    """``(longest window, None)`` of a ``transformers`` config (object or dict) whose family has a
+    view, else ``(None, why)`` — decided from the config alone, before any weight is read."""
+    from transformers import AutoConfig
+
+    from ctxstair.models.view import adapter_of, positions_of
 
     try:
-        return decoder_config_from_hf(config, pretrained=True).max_seq_len, None
+        adapter_of(config)
     except InputError as error:
-        return None, f"{NEEDS_LLAMA}: {error}"
+        return None, str(error)
+    if isinstance(config, dict):  # a GGUF file's: the family's defaults fill what its metadata leaves out
+        config = AutoConfig.for_model(**config)
+    return positions_of(config), None
+
+
+def model_from_state(config, state: dict[str, torch.Tensor], where: str) -> torch.nn.Module:
+    """The ``transformers`` causal LM of ``config`` (a config object or its dict) holding ``state``
+    (Hugging Face parameter names), float32, eval mode; a tied unembedding may be absent from
+    ``state``. InputError naming ``where`` when ``state`` is not the model's whole state."""
+    import torch
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
+
+    if isinstance(config, dict):
+        config = AutoConfig.for_model(**config)
+    with quiet_transformers():
+        # Built on the CPU with its own buffers (rotary frequencies, scales), then every weight replaced. The
+        # class itself, not AutoModelForCausalLM.from_config: inside a DeepSpeed ZeRO-3 job that would partition
+        # the copy's parameters across the ranks.
+        model = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)](config).to(torch.float32)
+    expected = model.state_dict()
+    state = _renamed(model, state, expected, where)
+    embedding = model.get_input_embeddings().weight.data_ptr()
+    tied = {name for name, value in expected.items() if value.data_ptr() == embedding} - set(state)
+    missing = sorted(set(expected) - set(state) - tied)
+    if missing:
+        raise InputError(f"{where} lacks {len(missing)} tensor(s) of its {config.model_type} model, e.g. {missing[0]}")
+    model.load_state_dict({name: state[name].to(torch.float32) for name in expected if name in state}, strict=False)
+    return model.eval()
+
+
+def _renamed(model, state: dict, expected: dict, where: str) -> dict:
+    """``state`` under the names ``model`` has: the renamings ``transformers`` applies when it loads a
+    checkpoint (e.g. GPT-NeoX's stored ``embed_out`` is its ``lm_head``; GPT-2's stored names lack the
+    ``transformer.`` prefix). A tensor that needs one of its converters (tensors fused or split on
+    load) is refused, naming ``where``."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if not isinstance(t, WeightRenaming)]
+    renamed = {}
+    for key, tensor in state.items():
+        name, converter = rename_source_key(key, renamings, converters, model.base_model_prefix, expected)
+        if converter is not None:
+            raise InputError(f"{where}: tensor {key} is converted by transformers on load, which is not supported here")
+        renamed[name] = tensor
+    return renamed
 
 
 def read_json_file(file: Path) -> object:

@@ -3,8 +3,9 @@ Q4_1, SPEC §10).
 
 The embedding tensor ``token_embd.weight`` is read and dequantised with ``gguf`` — the routine
 ``transformers`` uses when it loads the whole model (identical values) — without building the
-model; the tokenizer comes from ``transformers`` (``gguf_file=``). For a Llama GGUF file the whole
-network is read by ``transformers``' own GGUF reader (``load_gguf_checkpoint``: the tensors
+model; the tokenizer comes from ``transformers`` (``gguf_file=``). For a GGUF file of a family with a
+view (:mod:`ctxstair.models.view`) the whole network is read by ``transformers``' own GGUF reader
+(``load_gguf_checkpoint``: the tensors
 dequantised and the query/key rows of llama.cpp's RoPE layout put back, as
 ``from_pretrained(gguf_file=...)`` does, without its ``accelerate`` requirement).
 """
@@ -19,7 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import NEEDS_LLAMA, Checkpoint, Entry, built_model, first_line, quiet_transformers
+from ctxstair.lm.checkpoints.base import (
+    NO_VIEW,
+    Checkpoint,
+    Entry,
+    built_model,
+    first_line,
+    model_from_state,
+    quiet_transformers,
+    view_positions,
+)
 from ctxstair.lm.tokenizer import TextTokenizer
 
 #: The input-embedding tensor of a GGUF file (llama.cpp naming, every architecture).
@@ -73,43 +83,33 @@ def _gguf_config(file: Path) -> dict:
 
 
 def _positions(file: Path) -> tuple[int | None, str | None]:
-    """``(max_seq_len, None)`` of a Llama GGUF file, else ``(None, why)``."""
-    from ctxstair.models.decoder_hf import decoder_config_from_hf
-
+    """``(longest window, None)`` of a GGUF file whose model's family has a view, else ``(None, why)``."""
     try:
         config = _gguf_config(file)
     except (OSError, ValueError, KeyError, TypeError, NotImplementedError) as error:
-        return None, f"{NEEDS_LLAMA}, and the model in {file.name} cannot be read: {first_line(error)}"
-    if config.get("model_type") != "llama":
-        return None, f"{NEEDS_LLAMA}: {file.name} holds a {config.get('model_type')!r} model"
-    try:
-        return decoder_config_from_hf(config, pretrained=True).max_seq_len, None
-    except InputError as error:
-        return None, f"{NEEDS_LLAMA}: {error}"
+        return None, f"{NO_VIEW}: the model in {file.name} cannot be read: {first_line(error)}"
+    return view_positions(config)
 
 
 def _gguf_model(file: Path):
-    """The Llama model of a GGUF file as a float32 DecoderLM, or None and why; the name map is taken
-    from a Llama model built on the ``meta`` device (no memory)."""
+    """The model of a GGUF file as a float32 ``transformers`` causal LM, or None and why; the tensors
+    get Hugging Face names from the model built on the ``meta`` device (no memory)."""
     import torch
     import transformers
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    from ctxstair.models.decoder_hf import from_hf_weights
-
     with quiet_transformers(), contextlib.redirect_stderr(io.StringIO()):
         try:
             config = load_gguf_checkpoint(str(file))["config"]
-            if config.get("model_type") != "llama":
-                return None, f"{NEEDS_LLAMA}: {file.name} holds a {config.get('model_type')!r} model"
+            _, why = view_positions(config)
+            if why is not None:
+                return None, why
             with torch.device("meta"):
                 names = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))
             tensors = load_gguf_checkpoint(str(file), return_tensors=True, model_to_load=names)["tensors"]
         except (OSError, ValueError, KeyError, TypeError, NotImplementedError) as error:
-            return None, f"{NEEDS_LLAMA}, and the model in {file.name} cannot be read: {first_line(error)}"
-    model, why = built_model(lambda: from_hf_weights(config, {name: t.to(torch.float32)
-                                                               for name, t in tensors.items()}))
-    return model, None if why is None else f"{NEEDS_LLAMA}: {why}"
+            return None, f"{NO_VIEW}: the model in {file.name} cannot be read: {first_line(error)}"
+    return built_model(lambda: model_from_state(config, tensors, str(file)))
 
 
 def _tokenizer(file: Path) -> TextTokenizer:

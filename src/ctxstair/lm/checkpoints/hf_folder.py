@@ -15,15 +15,13 @@ from pathlib import Path
 
 from ctxstair.errors import InputError
 from ctxstair.lm.checkpoints.base import (
-    NEEDS_LLAMA,
     Checkpoint,
     Entry,
-    built_model,
     check_tokenizers,
     embedding_parameter,
     first_line,
-    llama_positions,
     quiet_transformers,
+    view_positions,
     weight_array,
 )
 from ctxstair.lm.checkpoints.safety import check_safe_weights
@@ -61,7 +59,7 @@ class HFFolderSource:
                 str(path), (home.name, home / "tokenizer.json"), others)
         config = _config(first)
         self.vocab_rows = embedding_parameter(config)[2][0]
-        self.positions, self.no_model = llama_positions(config)
+        self.positions, self.no_model = view_positions(config)
         self.path = path
 
     def entries(self) -> list[Entry]:
@@ -83,11 +81,9 @@ def _config(folder: Path):
 
 def _load(folder: Path, step: int | None, models: bool) -> Checkpoint:
     """``get_input_embeddings().weight`` of the causal LM saved in ``folder`` and, with ``models``, the
-    model as a float32 DecoderLM (or None and why: not Llama-family)."""
+    model itself in float32 (or None and why: its family has no view)."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from ctxstair.models.decoder_hf import from_hf_weights
 
     check_safe_weights(folder)
     with quiet_transformers():
@@ -101,6 +97,7 @@ def _load(folder: Path, step: int | None, models: bool) -> Checkpoint:
     W_E = weight_array(model.get_input_embeddings().weight)
     if not models:
         return Checkpoint(folder.name, step, W_E)
-    decoder, why = built_model(lambda: from_hf_weights(
-        model.config, {name: tensor.detach().to(torch.float32) for name, tensor in model.state_dict().items()}))
-    return Checkpoint(folder.name, step, W_E, decoder, None if why is None else f"{NEEDS_LLAMA}: {why}")
+    _, why = view_positions(model.config)
+    if why is not None:
+        return Checkpoint(folder.name, step, W_E, None, why)
+    return Checkpoint(folder.name, step, W_E, model.to(torch.float32).eval())

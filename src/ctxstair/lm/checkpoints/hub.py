@@ -2,9 +2,11 @@
 source.
 
 A released training run (Pythia: ``step0, step1, step2, step4, ..., step512, step1000, ...,
-step143000``; OLMo; others) is stored as the revisions (git branches) of one Hub repository.
-:func:`parse_revisions` turns ``--revisions`` into a list of them (explicit names, or ``log:N``
-chosen from the repository's ``step<N>`` refs, :func:`log_spaced`).
+step143000``; OLMo, LLM360, SmolLM, Stanford CRFM: :data:`_STEP_NAMES`) is stored as the revisions (git
+branches) of one Hub repository, each named by its training step (and, for OLMo, the tokens seen:
+:func:`revision_position`). :func:`parse_revisions` turns ``--revisions`` into a list of them (explicit
+names, or ``log:N`` chosen from the repository's refs that name a step, :func:`log_spaced`).
+:class:`CacheEviction` deletes each revision this run downloaded from the cache once it is measured.
 
 Every file is resolved through ``huggingface_hub.hf_hub_download`` (:func:`fetch`): it downloads,
 with its own progress bars, when online, and reads the local cache when offline
@@ -17,7 +19,8 @@ model is never instantiated and the other shards are never fetched. Only a revis
 safetensors is read from ``pytorch_model.bin`` (or its shard index), with PyTorch's restricted
 unpickler (:func:`ctxstair.lm.checkpoints.safety.restricted_state_dict`); the checkpoint says so
 (``info["weights"]``). The attention-path and path-share measures need the whole network, so for a
-Llama-family config and only then every weight file of the revision is fetched (:func:`read_state`).
+config whose family has a view (:mod:`ctxstair.models.view`) and only then every weight file of the
+revision is fetched (:func:`read_state`).
 ``trust_remote_code`` is always False. The tokenizer is the first revision's and serves all of them:
 every other revision's ``tokenizer.json`` is fetched at the start and compared with it
 (:func:`ctxstair.lm.checkpoints.base.tokenizer_identity`); one that differs is refused before
@@ -30,6 +33,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,9 +48,10 @@ from ctxstair.lm.checkpoints.base import (
     embedding_parameter,
     embedding_sha256,
     first_line,
-    llama_positions,
+    model_from_state,
     quiet_transformers,
     read_json_file,
+    view_positions,
     weight_array,
 )
 from ctxstair.lm.checkpoints.safety import restricted_state_dict
@@ -54,9 +59,25 @@ from ctxstair.lm.tokenizer import TextTokenizer
 
 #: A Hugging Face Hub model id, ``org/name``.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*")
-#: A revision that names its training step: ``step1000`` (Pythia); ``step1000-tokens4B`` and
-#: ``stage1-step1000-tokens4B`` (OLMo: a stage prefix, a token-count suffix).
-_STEP_REVISION = re.compile(r"(?:[A-Za-z0-9.]+-)*?step(\d+)(?:-tokens\d+[A-Za-z]*)?")
+#: The revision names that say their training step, one pattern per naming scheme, each matched against the
+#: whole name (the first that matches reads it): group ``step``, and where the scheme says the tokens seen so far,
+#: ``tokens`` with its ``unit`` (:data:`_TOKEN_UNITS`). A name that none matches (``main``) has no step.
+_STEP_NAMES = (
+    # Pythia: step0 ... step143000. OLMo: step1000-tokens4B, stage1-step1000-tokens4B,
+    # stage2-ingredient1-step23852-tokens200B (a stage prefix, the tokens seen as a suffix).
+    re.compile(r"(?:[A-Za-z0-9.]+-)*?step(?P<step>\d+)(?:-tokens(?P<tokens>\d+)(?P<unit>[A-Za-z]*))?"),
+    # LLM360 (Amber, K2): ckpt_000 ... ckpt_358.
+    re.compile(r"ckpt_(?P<step>\d+)"),
+    # SmolLM: step-125000.
+    re.compile(r"step-(?P<step>\d+)"),
+    # Stanford CRFM (the Mistral GPT-2 runs): checkpoint-400000.
+    re.compile(r"checkpoint-(?P<step>\d+)"),
+)
+#: The multiples of a token count in a revision name (OLMo's ``tokens4B``: 4·10^9); a count in any other unit
+#: is not read (the name still gives its step).
+_TOKEN_UNITS = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+#: The naming schemes of :data:`_STEP_NAMES`, for messages.
+_SCHEMES = "step<N>, stage1-step<N>-tokens<M>B, ckpt_<N>, step-<N> or checkpoint-<N>"
 _LOG_SPEC = re.compile(r"log:(\d+)")
 #: How a revision's weights were read (the ``weights`` of each result row).
 SAFETENSORS = "safetensors"
@@ -77,11 +98,21 @@ def hub_id(source: str | os.PathLike) -> str | None:
     return name
 
 
+def revision_position(revision: str) -> tuple[int | None, int | None]:
+    """``(step, tokens seen)`` as a revision's name says them (:data:`_STEP_NAMES`), each None where it does
+    not: ``step1000`` -> (1000, None), ``stage1-step1000-tokens4B`` -> (1000, 4_000_000_000), ``ckpt_010``
+    -> (10, None), ``main`` and ``stepper`` -> (None, None)."""
+    match = next(filter(None, (pattern.fullmatch(revision) for pattern in _STEP_NAMES)), None)
+    if match is None:
+        return None, None
+    count, unit = match.groupdict().get("tokens"), match.groupdict().get("unit")
+    tokens = int(count) * _TOKEN_UNITS[unit] if count is not None and unit in _TOKEN_UNITS else None
+    return int(match["step"]), tokens
+
+
 def revision_step(revision: str) -> int | None:
-    """The training step a revision names (``step1000``, ``step1000-tokens4B`` and
-    ``stage1-step1000-tokens4B`` -> 1000), None for any other name (``main``, ``stepper``)."""
-    match = _STEP_REVISION.fullmatch(revision)
-    return None if match is None else int(match.group(1))
+    """The training step a revision names (:func:`revision_position`), None for any other name (``main``)."""
+    return revision_position(revision)[0]
 
 
 def in_step_order(revisions: list[str]) -> list[str]:
@@ -102,7 +133,7 @@ def parse_revisions(repo_id: str, spec: str | None) -> list[str]:
     Args:
         repo_id: the Hub model id (``org/name``).
         spec: None (the default revision, ``main``); ``log:N`` (:func:`log_spaced` over the repository's
-            ``step<N>`` revisions, :func:`series_revisions`); or comma-separated names (``step0,step1000``).
+            revisions that name a step, :func:`series_revisions`); or comma-separated names (``step0,step1000``).
 
     Returns:
         revision names, sorted by step (:func:`in_step_order`); InputError on a bad spec.
@@ -117,7 +148,7 @@ def parse_revisions(repo_id: str, spec: str | None) -> list[str]:
 
 
 def log_spaced(revisions: list[str], n: int) -> list[str]:
-    """``n`` of a series' ``step<N>`` revisions, log-spaced in the step and always with the first and the last.
+    """``n`` of a series' revisions that name a step, log-spaced in the step and always with the first and the last.
 
     Spacing is uniform in ``u = log(1 + step)``, so step 0 sits at u = 0 like any other step
     (no −∞) and is the first point when the series has it; the targets are ``n`` equal steps of u from
@@ -127,7 +158,7 @@ def log_spaced(revisions: list[str], n: int) -> list[str]:
     targets (Pythia's ``step1 ... step512``) consecutive revisions are taken.
 
     Args:
-        revisions: ``step<N>`` names (any order).
+        revisions: names that give a step (:func:`revision_step`; any order).
         n: how many, >= 2.
 
     Returns:
@@ -138,7 +169,8 @@ def log_spaced(revisions: list[str], n: int) -> list[str]:
     ordered = in_step_order(revisions)
     steps = [revision_step(name) for name in ordered]
     if None in steps:
-        raise InputError(f"log-spacing needs step<N> revisions, got {ordered[steps.index(None)]!r}")
+        raise InputError(f"log-spacing needs revisions named by their step ({_SCHEMES}), "
+                         f"got {ordered[steps.index(None)]!r}")
     if n >= len(ordered):
         return ordered
     u = np.log1p(np.array(steps, dtype=np.float64))
@@ -153,7 +185,7 @@ def log_spaced(revisions: list[str], n: int) -> list[str]:
 
 
 def series_revisions(repo_id: str) -> list[str]:
-    """The ``step<N>`` revisions of a Hub repository in step order: its branches
+    """The revisions of a Hub repository that name a step (:func:`revision_step`), in step order: its branches
     (``huggingface_hub.list_repo_refs``) when online, the refs of the local cache
     (``<hub cache>/models--ORG--NAME/refs/``) when offline (``HF_HUB_OFFLINE=1``)."""
     from huggingface_hub import constants, list_repo_refs
@@ -176,7 +208,8 @@ def series_revisions(repo_id: str) -> list[str]:
         where = "its branches on the Hugging Face Hub"
     steps = [name for name in names if revision_step(name) is not None]
     if not steps:
-        raise InputError(f"{repo_id} has no step<N> revisions in {where}: name them with --revisions")
+        raise InputError(f"{repo_id} has no revisions named by their step ({_SCHEMES}) in {where}: "
+                         "name them with --revisions")
     return in_step_order(steps)
 
 
@@ -357,7 +390,7 @@ class HubSource:
         self.tokenizer = TextTokenizer.load(tokenizer_file)
         self.embedding_shape = embedding_parameter(first.config)[2]
         self.vocab_rows = self.embedding_shape[0]
-        self.positions, self.no_model = llama_positions(first.config)
+        self.positions, self.no_model = view_positions(first.config)
         self.tokenizer_sha256, self.tokenizer_checks = self._check_tokenizers(tokenizer_file)
 
     def _check_tokenizers(self, first_file: Path) -> tuple[str, dict[str, str]]:
@@ -382,7 +415,7 @@ class HubSource:
         return embedding_sha256(W_E), None
 
     def last_step(self) -> int | None:
-        """The largest step of the repository's ``step<N>`` revisions (:func:`series_revisions`), whose
+        """The largest step of the repository's revisions (:func:`series_revisions`), whose
         embedding is ``main``'s by right; the series' own largest step when they cannot be listed."""
         try:
             names = series_revisions(self.repo_id)
@@ -392,9 +425,7 @@ class HubSource:
 
     def _load(self, revision: str, models: bool) -> Checkpoint:
         """The revision's input embedding alone, plus the whole network when ``models`` and the first
-        revision's config is Llama-family."""
-        from ctxstair.models.decoder_hf import from_hf_weights
-
+        revision's model has a view (:mod:`ctxstair.models.view`)."""
         files = revision_files(self.repo_id, revision)
         W_E, weights, where = read_input_embedding(files)
         if W_E.shape != self.embedding_shape:
@@ -403,8 +434,100 @@ class HubSource:
         model = why = None
         if models and self.positions is not None:
             state = read_state(files)
-            model, why = built_model(lambda: from_hf_weights(files.config, state))
+            model, why = built_model(lambda: model_from_state(files.config, state, f"{self.repo_id} at {revision}"))
         elif models:
             why = self.no_model
-        return Checkpoint(revision, revision_step(revision), W_E, model, why,
-                          {"commit": files.commit, "weights": weights, "read": where})
+        step, tokens = revision_position(revision)
+        # The tokens seen only where the name says them, so rows of other series keep their fields.
+        return Checkpoint(revision, step, W_E, model, why, {"commit": files.commit, "weights": weights, "read": where,
+                                                            **({} if tokens is None else {"tokens": tokens})})
+
+
+class CacheEviction:
+    """Deletes from the Hugging Face cache the revisions of one repository that this run downloaded, each once
+    it is measured, so that a long series holds about one revision on disk (``--evict-measured``).
+
+    Deleting goes through ``huggingface_hub``'s cache API (``scan_cache_dir(...).delete_revisions(commit)``):
+    a revision's snapshot, its refs and the blobs no other revision uses. A revision whose snapshot held a
+    weight file when the run started (downloaded beforehand, or by a run without eviction) is the user's and
+    is never deleted; a snapshot holding only small files (the tokenizers and config that the start of an
+    interrupted run fetched) does not count, so a resumed run still deletes what it downloads. Offline
+    nothing is downloaded, so nothing is deleted.
+
+    ``scan_cache_dir`` refuses a repository with a ref to a commit that has no snapshot, and
+    ``huggingface_hub`` writes such a ref when it looks for a file a revision lacks (``tokenizer.json``)
+    before any of the revision's files is cached. A revision that cannot be deleted then stays pending, is
+    tried again with the next one, and the output says so: cleaning the cache never stops a measurement.
+
+    Attributes:
+        repo_id: ``org/name``.
+        folder: the repository's folder in the cache (``models--ORG--NAME``).
+        progress: called with one line for what is deleted, or cannot be yet (None: silent).
+        kept: the commits whose weights were cached before the run.
+        pending: revision (a commit or a ref) -> its name, still to delete.
+    """
+
+    def __init__(self, repo_id: str, progress: Callable[[str], None] | None = None):
+        from huggingface_hub import constants
+        from huggingface_hub.file_download import repo_folder_name
+
+        self.repo_id, self.progress, self.pending = repo_id, progress, {}
+        self.folder = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=repo_id, repo_type="model")
+        # Read from the snapshot folders rather than scanned, so that a ref left without a snapshot
+        # (above) cannot hide what the user holds.
+        snapshots = self.folder / "snapshots"
+        self.kept = {snapshot.name for snapshot in snapshots.iterdir() if snapshot.is_dir() and any(
+            file.suffix in (".safetensors", ".bin") for file in snapshot.rglob("*"))} if snapshots.is_dir() else set()
+
+    def after(self, on_row: Callable[[dict, bool], None] | None) -> Callable[[dict, bool], None]:
+        """An ``on_row`` for :func:`ctxstair.lm.analyze.analyze`: ``on_row``, then the row's revision
+        evicted (by its ``commit``). The row is written by then, so a resumed run reads it back and does
+        not need the revision's weights again."""
+
+        def done(row: dict, before: bool) -> None:
+            if on_row is not None:
+                on_row(row, before)
+            self.evict(row["commit"], row["name"])
+
+        return done
+
+    def evict(self, revision: str, name: str | None = None) -> str | None:
+        """Delete the cached revision that ``revision`` (a commit, or a ref such as ``main``) names, and any
+        still :attr:`pending`, except the :attr:`kept` ones; say so as ``name`` (default ``revision``).
+
+        Returns:
+            the space freed (``"325.0M"``), None when nothing was deleted (kept, not in the cache, or the
+            repository cannot be scanned now: then pending).
+        """
+        from huggingface_hub import scan_cache_dir
+
+        if revision not in self.kept:
+            self.pending[revision] = name or revision
+        if not self.pending:
+            return None
+        if not (self.folder / "snapshots").is_dir():  # nothing of the repository in the cache
+            self.pending.clear()
+            return None
+        cache = scan_cache_dir(self.folder.parent)
+        repo = next((repo for repo in cache.repos if repo.repo_id == self.repo_id and repo.repo_type == "model"), None)
+        if repo is None:
+            why = next((first_line(warning) for warning in cache.warnings if self.folder.name in str(warning)),
+                       "unreadable")
+            self._say(f"    {', '.join(self.pending.values())}: not deleted from the Hugging Face cache yet, "
+                      f"it cannot be scanned ({why})")
+            return None
+        names = {cached.commit_hash: name for cached in repo.revisions for wanted, name in self.pending.items()
+                 if wanted in (cached.commit_hash, *cached.refs) and cached.commit_hash not in self.kept}
+        self.pending.clear()
+        if not names:
+            return None
+        strategy = cache.delete_revisions(*names)
+        strategy.execute()
+        self._say(f"    {', '.join(names.values())}: deleted from the Hugging Face cache "
+                  f"({strategy.expected_freed_size_str} freed)")
+        return strategy.expected_freed_size_str
+
+    def _say(self, line: str) -> None:
+        """``line`` to :attr:`progress`, if any."""
+        if self.progress is not None:
+            self.progress(line)

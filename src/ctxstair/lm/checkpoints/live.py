@@ -1,14 +1,15 @@
 """A model in memory, in someone else's training (the monitor, :mod:`ctxstair.monitor.staircase`): its
-input-embedding rows and, for a Llama-family model, a float32 CPU copy of the network as a
-:class:`~ctxstair.models.DecoderLM`.
+input-embedding rows and, for the path measures, the network to measure.
 
-The model is never run and never changed: the caller reads under :func:`reading` (eval mode and
-``torch.no_grad``, every module's own training flag restored afterwards); only the rows of the
-tokens are copied to the CPU for the embedding measures, the whole state only for the path measures.
-A model sharded across processes — FSDP2, FSDP1, DeepSpeed ZeRO-3 — is gathered for the read, and
-only then, by collectives every rank joins; rank 0 keeps the rows, and under FSDP2 and ZeRO-3 every
-rank keeps the network's copy, to count a share of the attention paths
-(:mod:`ctxstair.lm.checkpoints.sharded`).
+The model is never changed: the caller reads under :func:`reading` (eval mode and ``torch.no_grad``,
+every module's own training flag restored afterwards). Only the rows of the tokens are copied to the
+CPU for the embedding measures. The path measures run on the model itself, where it is (any device,
+its own dtype), through its view (:mod:`ctxstair.models.view`): forward passes and vector-Jacobian
+products that leave its weights, ``.grad`` fields and random streams as they were. A model sharded
+across processes — FSDP2, FSDP1, DeepSpeed ZeRO-3 — is gathered for the read, and only then, by
+collectives every rank joins; rank 0 keeps the rows, and for the path measures a float32 CPU copy
+of the network is built from the gathered state (under FSDP2 and ZeRO-3 on every rank, to count a
+share of the attention paths: :mod:`ctxstair.lm.checkpoints.sharded`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 
 from ctxstair.errors import InputError
 from ctxstair.lm.checkpoints import sharded
-from ctxstair.lm.checkpoints.base import NEEDS_LLAMA
+from ctxstair.lm.checkpoints.base import NO_VIEW, model_from_state, view_positions
 
 
 def unwrap(model: object) -> object:
@@ -71,9 +72,9 @@ class LiveWeights(NamedTuple):
         V: the number of embedding rows.
         rows: the rows of the tokens as float64 numpy (k, d) (float32 values unless the model is
             float64, as a checkpoint is read); None on a rank that does not measure.
-        decoder: with the path measures, a float32 CPU :class:`~ctxstair.models.DecoderLM` copy of
-            the network, else None.
-        why: why there is no decoder although the path measures were asked for, else None.
+        decoder: with the path measures, the network to measure: the model itself when it is whole
+            here, a float32 CPU copy of a sharded one; else None.
+        why: why there is no network although the path measures were asked for, else None.
         shared: the model is sharded and every rank holds ``decoder``, to count a share of the
             attention paths (:func:`ctxstair.lm.checkpoints.sharded.summed_on_rank_0`).
     """
@@ -87,7 +88,7 @@ class LiveWeights(NamedTuple):
 
 def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = None) -> LiveWeights | None:
     """The :class:`LiveWeights` of a model in memory: its embedding rows of ``tokens`` and, with
-    ``paths``, a float32 CPU :class:`~ctxstair.models.DecoderLM` copy of the network, or why not.
+    ``paths``, the network to measure (module docstring), or why not.
 
     ``model``: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``), a DecoderLM, or any
     module with a ``W_E`` attribute (V, d) (a TransformerLens ``HookedTransformer``); wrapped in
@@ -97,21 +98,19 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
 
     A model sharded by FSDP2, FSDP1 or DeepSpeed ZeRO-3 (:func:`every_rank`) is read by every rank of
     the job together, each joining the gathers (:mod:`ctxstair.lm.checkpoints.sharded`), and only rank
-    0 gets the rows. The others get None, or, under FSDP2 and ZeRO-3 with ``paths``, the decoder
-    without rows (``shared``), to count their share of the attention paths. A model that is whole
-    here is read by whoever calls."""
+    0 gets the rows. The others get None, or, under FSDP2 and ZeRO-3 with ``paths``, the copy without
+    rows (``shared``), to count their share of the attention paths. A model that is whole here is read
+    by whoever calls."""
     from ctxstair.models import DecoderLM
-    from ctxstair.models.decoder_hf import decoder_config_from_hf, from_hf_weights
 
     root = sharded.fsdp1_root(model if root is None else root)
     model = unwrap(model)
     kind = sharded.sharding(model, root)
     keep = kind is None or sharded.measuring()
-    build, why = None, None
+    copy, why = None, None
     if isinstance(model, DecoderLM):
         owner, name = model, "W_E"
-        if paths:
-            build = functools.partial(_decoder, model.cfg)
+        copy = functools.partial(_decoder, model.cfg)
     elif callable(getattr(model, "get_input_embeddings", None)) and hasattr(model, "config"):
         try:
             owner, name = model.get_input_embeddings(), "weight"
@@ -119,29 +118,24 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
         except (AttributeError, NotImplementedError) as error:
             raise InputError(f"{type(model).__name__}.get_input_embeddings() gives no embedding weight: "
                              f"{error}") from None
-        if paths:
-            try:
-                decoder_config_from_hf(model.config, pretrained=True)  # cheap: refuse before copying weights
-                build = functools.partial(from_hf_weights, model.config)
-            except InputError as error:
-                why = f"{NEEDS_LLAMA}: {error}"
+        _, why = view_positions(model.config)  # cheap: refuse before any gather
+        copy = None if why else functools.partial(model_from_state, model.config, where="the gathered state")
     elif getattr(model, "W_E", None) is not None:
         owner, name = model, "W_E"
-        why = f"{NEEDS_LLAMA}: {type(model).__name__} is neither a DecoderLM nor a Hugging Face Llama model"
+        why = f"{NO_VIEW} for {type(model).__name__}: neither a DecoderLM nor a Hugging Face causal LM"
     else:
         raise InputError(f"{type(model).__name__} has no input embeddings: pass a Hugging Face PreTrainedModel "
                          "(get_input_embeddings()), a ctxstair DecoderLM, or a module with a W_E attribute (V, d)")
+    measured = paths and copy is not None
     V, rows = sharded.embedding_rows(owner, name, torch.from_numpy(tokens), kind, root, keep)
-    state = None
-    if build is not None:
-        state = {key: sharded.float32_copy(value) for key, value in model.state_dict().items()} if kind is None \
-            else sharded.full_state(model, kind, root)
-    shared = build is not None and sharded.shares_paths(kind)
+    state = sharded.full_state(model, kind, root) if measured and kind is not None else None
+    shared = measured and sharded.shares_paths(kind)
     if not (keep or shared):  # rank 0 measures
         return None
     if keep:
         rows = (rows if rows.dtype == torch.float64 else rows.float()).numpy().astype(np.float64)
-    return LiveWeights(V, rows, None if build is None else build(state), why, shared)
+    network = None if not measured else model if kind is None else copy(state)
+    return LiveWeights(V, rows, network, why if paths else None, shared)
 
 
 def _decoder(cfg, state: dict):
