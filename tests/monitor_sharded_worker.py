@@ -1,8 +1,8 @@
 """One process of the sharded monitor runs of tests/test_monitor_sharded.py (started by torchrun).
 
 For each wrapper named on the command line (``fsdp2``, ``fsdp1``, ``zero3``: DeepSpeed ZeRO-3 with
-every parameter partitioned, however small) and each model (a DecoderLM and its
-Hugging Face Llama twin): the monitor's numbers of the sharded model, measured on every rank, next to
+every parameter partitioned, however small) and each model (a DecoderLM, its
+Hugging Face Llama twin and a GPT-NeoX, Pythia's architecture, measured through its own view): the monitor's numbers of the sharded model, measured on every rank, next to
 those of the same model whole (each rank measures its own unsharded copy); and the final weights of
 a few AdamW steps with and without measuring between the steps. Every rank writes
 ``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the reference numbers, the parts
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from family_models import family_model
 
 from ctxstair.models import DecoderConfig, DecoderLM
 from ctxstair.models.decoder import next_token_loss
@@ -36,7 +37,14 @@ def decoder() -> DecoderLM:
 
 
 def layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    return list(model.blocks) if isinstance(model, DecoderLM) else list(model.model.layers)
+    if isinstance(model, DecoderLM):
+        return list(model.blocks)
+    return list(model.gpt_neox.layers if model.config.model_type == "gpt_neox" else model.model.layers)
+
+
+#: The models measured sharded and whole.
+MODELS = {"decoder": decoder, "llama": lambda: to_hf(decoder()),
+          "gpt_neox": lambda: family_model("gpt_neox", dtype=torch.float32, vocab_size=VOCAB)}
 
 
 def wrap(model: torch.nn.Module, how: str, device: torch.device) -> torch.nn.Module:
@@ -128,15 +136,15 @@ def main() -> None:
     batches = torch.randint(0, VOCAB, (STEPS, 4, 16), generator=generator)
     monitor = StaircaseMonitor(windows, TOKENS, vocab_size=VOCAB, probe=False, attention_windows=8, path_windows=2)
     for how in wrappers:
-        record = {"world_size": dist.get_world_size(), "full_numel": sum(p.numel() for p in decoder().parameters()),
-                  "models": {}}
-        for name, build in (("decoder", decoder), ("llama", lambda: to_hf(decoder()))):
+        record = {"world_size": dist.get_world_size(), "models": {}}
+        for name, build in MODELS.items():
             whole = build()
             reference = monitor.measure(whole)
             net = wrap(copy.deepcopy(whole), how, device)
             sharded = monitor.measure(net)
             record["models"][name] = {"reference": reference, "sharded": sharded, "skipped": monitor.skipped,
-                                      "seconds": sorted(monitor.seconds), "local_numel": local_numel(net, how)}
+                                      "seconds": sorted(monitor.seconds), "local_numel": local_numel(net, how),
+                                      "full_numel": sum(p.numel() for p in whole.parameters())}
         plain = train(decoder(), how, device, batches, None)
         measured = train(decoder(), how, device, batches, monitor)
         record["weights_bitwise_equal"] = plain.keys() == measured.keys() and all(

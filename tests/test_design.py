@@ -33,8 +33,9 @@ def _path(name: str) -> Path:
     return (ROOT if pattern.split("/")[0] in TOP_LEVEL else PACKAGE) / pattern
 
 
-def test_the_table_has_its_four_pieces():
-    assert list(where_pieces_go()) == ["a task", "a model kind for the ensemble engine", "an analysis", "a recipe"]
+def test_the_table_has_its_six_pieces():
+    assert list(where_pieces_go()) == ["a task", "a model kind for the ensemble engine", "an analysis",
+                                       "a model family (path measures)", "an LM measure", "a recipe"]
 
 
 def test_every_file_the_table_names_exists():

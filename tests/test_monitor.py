@@ -135,7 +135,7 @@ def test_measure_reads_the_model_without_changing_it(corpus):
     assert set(values) == {"rho_next", "rho_next_spearman", "probe_heldout_mse", "probe_shuffled_mse",
                            "attention_path_corr/0", "attention_path_null/0", "attention_path_corr/1",
                            "attention_path_null/1", "path_share/embed", "path_share/attn.0", "path_share/mlp.0",
-                           "path_share/attn.1", "path_share/mlp.1"}
+                           "path_share/attn.1", "path_share/mlp.1", "unembedding_alignment"}
     assert monitor.skipped is None
     assert sum(v for k, v in values.items() if k.startswith("path_share/")) == pytest.approx(1.0)
     # The Hugging Face Llama, measured by its own code, and the DecoderLM it holds give the same numbers up to

@@ -55,10 +55,11 @@ def test_the_models_are_really_sharded(run):
     for record in run["ranks"]:
         assert record["world_size"] == WORLD
         for model in record["models"].values():
-            assert model["local_numel"] <= -(-record["full_numel"] // WORLD) + 64  # a share, FSDP1's padding at most
+            assert model["local_numel"] <= -(-model["full_numel"] // WORLD) + 64  # a share, FSDP1's padding at most
 
 
 def test_rank_0_measures_what_the_unsharded_model_gives(run):
+    assert set(run["ranks"][0]["models"]) == {"decoder", "llama", "gpt_neox"}
     for name, model in run["ranks"][0]["models"].items():
         reference, sharded = model["reference"], model["sharded"]
         assert model["skipped"] is None, name

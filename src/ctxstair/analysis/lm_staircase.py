@@ -8,8 +8,9 @@ loss are left out), its tokenizer, V = the tokenizer's vocabulary, and the setti
 (``step, measure, part, value``) holds the rows of the one schema (:mod:`ctxstair.lm.schema`):
 ``rho_next`` and ``rho_next_spearman``; ``probe_heldout_mse`` and ``probe_shuffled_mse``;
 ``attention_path_corr`` and ``attention_path_null`` with the layer as part; ``path_share`` with
-the path (``embed``, ``attn.ℓ``, ``mlp.ℓ``) as part. With ``analysis.measures=rho_next`` only the
-ρ_next rows are written. ``lm_tokens.json`` records the setup (:meth:`StaircaseSetup.record`).
+the path (``embed``, ``attn.ℓ``, ``mlp.ℓ``) as part; ``unembedding_alignment``. With
+``analysis.measures=rho_next`` only the ρ_next rows are written. ``lm_tokens.json`` records the
+setup (:meth:`StaircaseSetup.record`).
 
     python -c "from ctxstair.analysis import analyse; analyse('runs/lm-staircase', ['lm_staircase'])"
 """
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from ctxstair import numerics, rundir
+from ctxstair.lm.estimators import States
 from ctxstair.lm.schema import TABLE_COLUMNS, table_rows
 from ctxstair.lm.staircase import run_setup
 from ctxstair.run import Run
@@ -42,11 +44,8 @@ def analyse(run: Run) -> None:
     steps = run.snapshot_times()
     snapshots = [run.snapshot(s) for s in steps]
     W = np.stack([snap["W_E"].double().numpy()[setup.tokens] for snap in snapshots])  # (S, T, d)
-    V = setup.vocab_size
-    rows = setup.measure_embeddings(W, V)
-    if setup.settings.paths:
-        for row, snapshot in zip(rows, snapshots):  # read once above, for W
-            row.update(setup.measure_paths(run.model(snapshot, torch.float32), V))
+    # The networks (for the measures that need one) from the snapshots read once above, for W.
+    rows = setup.measure(States(setup.vocab_size, W, model=lambda i: run.model(snapshots[i], torch.float32)))
     rundir.write_table(run.path, OUTPUT, TABLE_COLUMNS, table_rows(steps, rows))
     rundir.write_json(run.path, TOKENS_FILE, setup.record())
 

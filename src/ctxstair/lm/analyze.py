@@ -47,6 +47,7 @@ from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.lm.checkpoints import NO_VIEW, Source
 from ctxstair.lm.checkpoints.base import embedding_sha256, read_json_file
+from ctxstair.lm.estimators import States
 from ctxstair.lm.schema import MEASURES, split_key
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
 
@@ -338,10 +339,8 @@ def _measure(entry, setup: StaircaseSetup, V: int, paths: bool,
     row = {"name": entry.name, "step": entry.step,
            **{k: v for k, v in checkpoint.info.items() if k != "read"},
            "embedding_sha256": embedding_sha256(checkpoint.W_E),
-           **setup.measure_embeddings(W[None], V)[0]}
-    if paths and checkpoint.model is not None:
-        row.update(setup.measure_paths(checkpoint.model, V))
-    elif paths:
+           **setup.measure(States(V, W[None], model=lambda i: checkpoint.model), paths=paths)[0]}
+    if paths and checkpoint.model is None:
         row["no_model"] = checkpoint.no_model
     return row, W
 

@@ -18,6 +18,8 @@ name                        what
 ``path_share/<path>``       a path's share of the embedding update: ``embed``, ``attn.ℓ``,
                             ``mlp.ℓ``, and ``unembed`` where the unembedding is tied to the
                             embedding (SPEC §6.4)
+``unembedding_alignment``   R_cos(W_U, φ^pre): Pearson of the unembedding rows' cosines with the
+                            previous-token signatures' cosines over the pairs a < b (SPEC §7)
 ==========================  ==================================================================
 
 NaN stands for "undefined" (a constant cosine triangle): an empty CSV field, ``null`` in JSON.
@@ -32,8 +34,10 @@ import numpy as np
 RHO_NEXT, RHO_NEXT_SPEARMAN = "rho_next", "rho_next_spearman"
 PROBE, SHUFFLED = "probe_heldout_mse", "probe_shuffled_mse"
 ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE = "attention_path_corr", "attention_path_null", "path_share"
+UNEMBEDDING_ALIGNMENT = "unembedding_alignment"
 #: Every measure, in the order a row lists them.
-MEASURES = (RHO_NEXT, RHO_NEXT_SPEARMAN, PROBE, SHUFFLED, ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE)
+MEASURES = (RHO_NEXT, RHO_NEXT_SPEARMAN, PROBE, SHUFFLED, ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE,
+            UNEMBEDDING_ALIGNMENT)
 #: The columns of ``lm_analysis.csv``.
 TABLE_COLUMNS = ("step", "measure", "part", "value")
 #: The prefix of the monitor's log keys (``staircase/rho_next``, ``staircase/attention_path_corr/0``...).

@@ -10,8 +10,8 @@ around two pieces:
   signatures ``φ^{y;1}``, the probe's split of T, and the sample of windows for the attention paths
   and path shares. It is built from windows in memory (:meth:`StaircaseSetup.from_windows`) or
   from counts made elsewhere, e.g. over sharded pretraining data (:meth:`StaircaseSetup.from_counts`).
-* its measurement of a model's weights (:meth:`StaircaseSetup.measure_embeddings`,
-  :meth:`StaircaseSetup.measure_paths`), which returns rows in the one schema of
+* its measurement of model states (:meth:`StaircaseSetup.measure`: every estimator of
+  :mod:`ctxstair.lm.estimators`), which returns rows in the one schema of
   :mod:`ctxstair.lm.schema` (``rho_next``, ``probe_heldout_mse``, ``attention_path_corr/ℓ``, ...).
 
 The defaults (:class:`StaircaseSettings`), one set for all three, and why:
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,18 +47,8 @@ from ctxstair.checks import check_id_subset, check_sequences, int_in_range, posi
 from ctxstair.config.lm import LMAnalysisConfig
 from ctxstair.corpus.count import word_like_mask
 from ctxstair.errors import InputError
-from ctxstair.lm import analysis
-from ctxstair.lm.schema import (
-    ATTENTION_CORR,
-    ATTENTION_NULL,
-    PATH_SHARE,
-    PROBE,
-    RHO_NEXT,
-    RHO_NEXT_SPEARMAN,
-    SHUFFLED,
-    key,
-)
-from ctxstair.models.view import view_of
+from ctxstair.lm import analysis, estimators
+from ctxstair.lm.estimators import States
 from ctxstair.signatures.frequent import most_frequent
 
 if TYPE_CHECKING:
@@ -177,6 +167,7 @@ class StaircaseSetup:
         if prefix is not None:  # fills the cached properties
             self.__dict__["prefix"], self.__dict__["prefix_labels"] = prefix, prefix[0]
         self._sample_length: int | None = None
+        self._derived: dict[str, object] = {}
 
     # ------------------------------------------------------------------ construction
 
@@ -358,50 +349,28 @@ class StaircaseSetup:
 
     # ------------------------------------------------------------------ the measurement
 
-    def measure_embeddings(self, W: np.ndarray, vocab_size: int, probe: bool | None = None) -> list[dict]:
-        """ρ_next (:meth:`measure_rho`) and, with the probe (default: the settings'), its held-out MSE
-        next to the shuffled control (:meth:`measure_probe`) of embedding rows ``W`` (S, T, d) float64
-        of :attr:`tokens`, one row per snapshot. ``vocab_size``: the embedding matrix's rows."""
-        rows = self.measure_rho(W, vocab_size)
-        if self.settings.probe if probe is None else probe:
-            for row, fitted in zip(rows, self.measure_probe(W)):
-                row.update(fitted)
-        return rows
+    @property
+    def windows(self) -> np.ndarray | None:
+        """The corpus windows the statistics were counted over (None for a setup built from counts)."""
+        return self._windows
 
-    def measure_rho(self, W: np.ndarray, vocab_size: int) -> list[dict]:
-        """``rho_next`` and ``rho_next_spearman`` (SPEC §7) of embedding rows ``W`` (S, T, d), one row
-        per snapshot, against :meth:`next_cosines` over ``vocab_size`` next tokens."""
-        rho = analysis.rho_next_against(W, self.next_cosines(vocab_size))
-        return [{RHO_NEXT: float(rho["pearson"][i]), RHO_NEXT_SPEARMAN: float(rho["spearman"][i])}
-                for i in range(len(W))]
+    def derived(self, name: str, compute: Callable[[], object]) -> object:
+        """A corpus-side quantity an estimator needs, computed on first use and kept with the setup."""
+        if name not in self._derived:
+            self._derived[name] = compute()
+        return self._derived[name]
 
-    def measure_probe(self, W: np.ndarray) -> list[dict]:
-        """``probe_heldout_mse`` and ``probe_shuffled_mse`` (SPEC §7) of embedding rows ``W`` (S, T, d):
-        every snapshot fitted on its own, in one vectorised optimisation."""
-        phi = self.prefix[1]
-        args = dict(steps=self.settings.probe_steps, seed=self.settings.seed, method=self.settings.probe_method)
-        fitted = analysis.prefix_probe(phi, W, self.train_idx, self.heldout_idx, **args)["heldout_mse"]
-        control = analysis.shuffled_baseline(phi, W, self.train_idx, self.heldout_idx, **args)["heldout_mse"]
-        return [{PROBE: float(mse), SHUFFLED: float(shuffled)} for mse, shuffled in zip(fitted, control)]
-
-    def measure_paths(self, model, vocab_size: int, counts: np.ndarray | None = None) -> dict:
-        """The attention-path correlation and its null per layer, and the path shares of the embedding
-        update (SPEC §6.4, §7), of a decoder with a view (:func:`ctxstair.models.view.view_of`: a
-        ``transformers`` model of a supported family, measured where it is, or a
-        :class:`~ctxstair.models.DecoderLM`) in its dtype, on :meth:`path_sample` (its first
-        ``path_windows`` windows for the shares). ``counts``: the sample's
-        :func:`~ctxstair.lm.analysis.attention_path_counts` when counted already (the monitor's ranks
-        count a sharded model's sample together)."""
-        sample = self.path_sample(view_of(model).positions)
-        check_sequences(sample, vocab_size, "the window sample")
-        row = {}
-        for layer, corr, null in analysis.attention_path_scores(model, sample, self.tokens, vocab_size,
-                                                                self.settings.null_permutations, counts):
-            row[key(ATTENTION_CORR, str(layer))] = float(corr)
-            row[key(ATTENTION_NULL, str(layer))] = float(null)
-        shares = analysis.path_shares(model, sample[: self.settings.path_windows], self.tokens)
-        row.update({key(PATH_SHARE, name): float(share) for name, share in shares.items()})
-        return row
+    def measure(self, states: States, *, probe: bool | None = None, paths: bool | None = None,
+                seconds: dict[str, float] | None = None) -> list[dict]:
+        """One row per model state (:class:`~ctxstair.lm.estimators.States`) in the one schema of
+        :mod:`ctxstair.lm.schema`: every estimator of :mod:`ctxstair.lm.estimators` that is on —
+        ρ_next always, the probe with ``probe``, the measures of the network (attention paths, path
+        shares, unembedding alignment) with ``paths`` and a network (default: the settings') — in the
+        model's dtype. ``seconds`` gets the wall time of each switch added (``embeddings``, ``probe``,
+        ``paths``)."""
+        switches = {"probe": self.settings.probe if probe is None else bool(probe),
+                    "paths": self.settings.paths if paths is None else bool(paths)}
+        return estimators.measure(self, states, switches, seconds)
 
 
 def settings_of(cfg: LMConfig) -> StaircaseSettings:

@@ -46,6 +46,7 @@ from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.checkpoints import sharded
 from ctxstair.lm.checkpoints.live import LiveWeights, live_weights, reading
+from ctxstair.lm.estimators import States
 from ctxstair.lm.schema import LOG_PREFIX
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, staircase_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
@@ -254,17 +255,12 @@ class StaircaseMonitor:
                     self.seconds["paths"] = counting
                 return {}
             self.skipped = read.why if paths else None
-            start = time.perf_counter()
-            (values,) = self.setup.measure_rho(read.rows[None], read.V)
-            self.seconds = {"embeddings": reading_seconds + time.perf_counter() - start}
-            if probe:
-                start = time.perf_counter()
-                values.update(self.setup.measure_probe(read.rows[None])[0])
-                self.seconds["probe"] = time.perf_counter() - start
-            if read.decoder is not None:
-                start = time.perf_counter()
-                values.update(self.setup.measure_paths(read.decoder, read.V, counts=counts))
-                self.seconds["paths"] = counting + time.perf_counter() - start
+            seconds = {"embeddings": reading_seconds}
+            states = States(read.V, read.rows[None], model=lambda i: read.decoder, counts=lambda i: counts)
+            (values,) = self.setup.measure(states, probe=probe, paths=paths, seconds=seconds)
+            if "paths" in seconds:
+                seconds["paths"] += counting
+            self.seconds = seconds
             return values
 
     def _shared_path_counts(self, read: LiveWeights) -> np.ndarray | None:

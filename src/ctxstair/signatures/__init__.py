@@ -19,7 +19,12 @@ Corpus windows (n, T), one row per training window (SPEC §6.4, §7)::
 
 from ctxstair.signatures.counting import cooccurrence_signature, label_signature, occurrence
 from ctxstair.signatures.hierarchy import SignatureHierarchy, signature_hierarchy
-from ctxstair.signatures.next_token import NextTokenCounts, next_token_occurrence, next_token_signature
+from ctxstair.signatures.next_token import (
+    NextTokenCounts,
+    next_token_occurrence,
+    next_token_signature,
+    previous_token_signature,
+)
 from ctxstair.signatures.positional import attention_label_signature, position_label_signature
 from ctxstair.signatures.prefix import prefix_counts, prefix_signature
 
@@ -31,6 +36,7 @@ __all__ = [
     "label_signature",
     "next_token_occurrence",
     "next_token_signature",
+    "previous_token_signature",
     "occurrence",
     "position_label_signature",
     "prefix_counts",

@@ -169,6 +169,25 @@ def next_token_signature(windows: np.ndarray, vocab_size: int, tokens: np.ndarra
     return NextTokenCounts(vocab_size, tokens, labels, max_bytes).add(windows, weights).signature()
 
 
+def previous_token_signature(windows: np.ndarray, vocab_size: int, tokens: np.ndarray | None = None,
+                             labels: np.ndarray | None = None) -> np.ndarray:
+    """Previous-token signature ``φ^pre_ν(α) = P(x_s = α | x_{s+1} = ν)`` of windows: the distribution
+    of the token before ``ν`` (the statistic the unembedding row of ``ν`` aligns with, SPEC §7).
+
+    It is the next-token signature of the windows read backwards (pair ``(x_{s+1}, x_s)``), so rows
+    are the tokens ``ν`` and columns the previous tokens ``α``.
+
+    Args:
+        windows: int (n, T) token ids in ``0..vocab_size-1``, T >= 2.
+        vocab_size: V.
+        tokens, labels: optional id subsets for ``ν`` (rows) and ``α`` (columns), default all V.
+
+    Returns:
+        float64 (len(tokens), len(labels)); the row of a token never seen at a position s >= 1 is zero.
+    """
+    return next_token_signature(np.asarray(windows)[:, ::-1], vocab_size, tokens, labels)
+
+
 def _pair_weights(windows: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Per-pair weights (n·(T-1),) in row-major order from checked per-window weights (n,)."""
     return np.repeat(weights, windows.shape[1] - 1)

@@ -100,6 +100,7 @@ class ModelView:
         n_layers, n_heads: blocks and query heads per block.
         positions: the longest window (``max_position_embeddings``).
         embedding: ``W_E`` (V, d), the input embedding's weight.
+        unembedding: ``W_U`` (V', d), the output embedding's weight (None for a model without one).
         tied: the unembedding is the same parameter as ``W_E``.
     """
 
@@ -112,7 +113,8 @@ class ModelView:
         self.positions = positions_of(model.config)
         self.embedding = model.get_input_embeddings().weight
         head = model.get_output_embeddings()
-        self.tied = head is not None and head.weight is self.embedding
+        self.unembedding = None if head is None else head.weight
+        self.tied = self.unembedding is self.embedding
 
     @property
     def vocab_size(self) -> int:

@@ -20,7 +20,7 @@ class DecoderView:
         self.model = model
         self.n_layers, self.n_heads = model.cfg.n_layers, model.cfg.n_heads
         self.positions = model.cfg.max_seq_len
-        self.embedding = model.W_E
+        self.embedding, self.unembedding = model.W_E, model.W_U
 
     @property
     def vocab_size(self) -> int:
