@@ -1,13 +1,13 @@
 """One process of the sharded monitor runs of tests/test_monitor_sharded.py (started by torchrun).
 
 For each wrapper named on the command line (``fsdp2``, ``fsdp1``, ``zero3``: DeepSpeed ZeRO-3 with
-every parameter partitioned, however small) and each model (a DecoderLM, its
-Hugging Face Llama twin and a GPT-NeoX, Pythia's architecture, measured through its own view): the monitor's numbers of the sharded model, measured on every rank, next to
-those of the same model whole (each rank measures its own unsharded copy); and the final weights of
-a few AdamW steps with and without measuring between the steps. Every rank writes
-``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the reference numbers, the parts
-``measure`` timed, how many parameter entries it holds, whether the trained weights are bitwise equal.
-``CTXSTAIR_TEST_DEVICE=cuda`` runs on the GPU over NCCL."""
+every parameter partitioned, however small) and each model (a DecoderLM, its Hugging Face Llama twin
+and a GPT-NeoX, Pythia's architecture, measured through its own view): the monitor's numbers of the
+sharded model, measured on every rank, next to those of the same model whole (each rank measures its
+own unsharded copy); and the final weights of a few AdamW steps with and without measuring between
+the steps. Every rank writes ``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the
+reference numbers, the parts ``measure`` timed, how many parameter entries it holds, whether the
+trained weights are bitwise equal. ``CTXSTAIR_TEST_DEVICE=cuda`` runs on the GPU over NCCL."""
 
 import copy
 import json
