@@ -350,16 +350,12 @@ def test_cli_series_writes_each_revision_and_the_analysis(fake_hub, tokenizer, t
     assert "ρ_next pearson" in capsys.readouterr().out
 
 
-def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_same_bytes(fake_hub, tokenizer, tmp_path,
-                                                                                       capsys, monkeypatch):
-    add_series(fake_hub, tokenizer, "neox")
-    capsys.readouterr()  # transformers' progress bars
-    args = ["org/tiny", "--revisions", ",".join(REVISIONS), "--corpus", "synthetic", "--k", "20", "--window", "16"]
-    assert cli(*args, "--out", str(tmp_path / "whole")) == 0
-    read = hub.read_input_embedding
-    measured, failing = [], {"step4"}
+def fail_once(monkeypatch, revision: str) -> list[str]:
+    """Reading ``revision``'s embedding fails once ("the connection dropped"), as a run killed there;
+    returns the list of revisions read from then on, in order."""
+    read, failing, measured = hub.read_input_embedding, {revision}, []
 
-    def interrupted(files):  # step4 fails once, as a run killed after two revisions
+    def interrupted(files):
         measured.append(files.revision)
         if files.revision in failing:
             failing.remove(files.revision)
@@ -367,6 +363,16 @@ def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_sam
         return read(files)
 
     monkeypatch.setattr(hub, "read_input_embedding", interrupted)
+    return measured
+
+
+def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_same_bytes(fake_hub, tokenizer, tmp_path,
+                                                                                       capsys, monkeypatch):
+    add_series(fake_hub, tokenizer, "neox")
+    capsys.readouterr()  # transformers' progress bars
+    args = ["org/tiny", "--revisions", ",".join(REVISIONS), "--corpus", "synthetic", "--k", "20", "--window", "16"]
+    assert cli(*args, "--out", str(tmp_path / "whole")) == 0
+    measured = fail_once(monkeypatch, "step4")  # as a run killed after two revisions
     out = tmp_path / "resumed"
     assert cli(*args, "--out", str(out)) == 2
     assert "the connection dropped" in one_line_error(capsys)
@@ -515,15 +521,7 @@ def test_evict_measured_resumes_without_the_deleted_revisions(remote, fake_hub, 
     assert cli(*EVICT, "--out", str(tmp_path / "whole")) == 0
     shutil.rmtree(fake_hub.cache)
     fake_hub.cache.mkdir()
-    read, failing = hub.read_input_embedding, {"step4"}
-
-    def interrupted(files):  # step4 fails once, as a run killed after two revisions
-        if files.revision in failing:
-            failing.remove(files.revision)
-            raise InputError("the connection dropped")
-        return read(files)
-
-    monkeypatch.setattr(hub, "read_input_embedding", interrupted)
+    fail_once(monkeypatch, "step4")  # as a run killed after two revisions
     out = tmp_path / "resumed"
     assert cli(*EVICT, "--evict-measured", "--out", str(out)) == 2
     assert sorted(p.name for p in (out / "checkpoints").glob("*.json")) == ["step0.json", "step1.json"]

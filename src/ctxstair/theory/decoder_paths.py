@@ -71,10 +71,13 @@ def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objectiv
 
     def restricted(g: torch.Tensor | None) -> np.ndarray:
         g = torch.zeros_like(W_E) if g is None else g.detach()
+        if hasattr(g, "full_tensor"):  # FSDP2: the gradient of a sharded W_E, gathered (every rank joins)
+            g = g.full_tensor()
         return (g if keep is None else g[keep.to(g.device)]).to(torch.float64).cpu().numpy()
 
     with torch.enable_grad(), _requiring_grad(W_E):
         run, _ = view.forward(X)
+        W_E = run.embedding  # the tensor the pass read (under FSDP2 the gathered one, not the shard)
         logits = run.logits
         value = -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
         (upstream,) = torch.autograd.grad(value, run.stream, retain_graph=True)  # G, (n, T, d)

@@ -42,6 +42,8 @@ class Forward(NamedTuple):
         logits: (n, T, V) the model's output.
         head_input, head_output: (n, T, d) and (n, T, V'): what the unembedding read and wrote
             (None for :class:`DecoderView`, whose unembedding is never tied).
+        embedding: the ``W_E`` tensor the pass read: the model's parameter, or, under FSDP2, the
+            whole tensor gathered for this pass (gradients are taken with respect to it).
     """
 
     summands: dict[str, torch.Tensor]
@@ -49,6 +51,7 @@ class Forward(NamedTuple):
     logits: torch.Tensor
     head_input: torch.Tensor | None
     head_output: torch.Tensor | None
+    embedding: torch.Tensor
 
 
 @functools.cache
@@ -134,6 +137,9 @@ class ModelView:
                 read[name] = output[0] if isinstance(output, tuple) else output
             return hook
 
+        def keep_embedding(module, args, output):
+            read["embed"], read["embedding"] = output, module.weight
+
         def keep_pattern(module, args, output):
             found.append(output[1])
 
@@ -143,7 +149,7 @@ class ModelView:
         def keep_head(module, args, output):
             read["head_input"], read["head_output"] = args[0], output
 
-        plan = [(model.get_input_embeddings(), keep("embed"))]
+        plan = [(model.get_input_embeddings(), keep_embedding)]
         if adapter.positions:
             plan.append((model.get_submodule(adapter.positions), keep("pos")))
         for layer, block in enumerate(self.blocks):
@@ -164,7 +170,8 @@ class ModelView:
                 handle.remove()
         names = ["embed", "pos"] + [f"{part}.{layer}" for layer in range(self.n_layers) for part in ("attn", "mlp")]
         summands = {name: read[name] for name in names if name in read}
-        return Forward(summands, read["stream"], logits, read.get("head_input"), read.get("head_output")), found
+        return Forward(summands, read["stream"], logits, read.get("head_input"), read.get("head_output"),
+                       read["embedding"]), found
 
     def attention_pattern(self, tokens: torch.Tensor) -> torch.Tensor:
         """Post-softmax attention (n_layers, n, H, T_query, T_key) of int (n, T) windows (SPEC §7)."""

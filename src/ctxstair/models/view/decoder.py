@@ -34,7 +34,7 @@ class DecoderView:
 
         summands = self.model.residual_contributions(tokens)
         stream = sum(summands.values())
-        return Forward(summands, stream, self.model.logits_from_stream(stream), None, None), []
+        return Forward(summands, stream, self.model.logits_from_stream(stream), None, None, self.model.W_E), []
 
     def attention_pattern(self, tokens: torch.Tensor) -> torch.Tensor:
         """:meth:`DecoderLM.attention_pattern`: (n_layers, n, H, T, T)."""

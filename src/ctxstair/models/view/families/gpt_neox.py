@@ -4,12 +4,6 @@ two residual dropouts. Query, key and value share one fused projection, per head
 
 from ctxstair.models.view.adapter import Adapter, fused_per_head
 
-ADAPTER = Adapter(
-    model_types=("gpt_neox",),
-    blocks="gpt_neox.layers",
-    final_norm="gpt_neox.final_layer_norm",
-    attention="attention",
-    attention_summand="post_attention_dropout",
-    mlp_summand="post_mlp_dropout",
-    value_output=fused_per_head("query_key_value", "dense"),
-)
+ADAPTER = Adapter(model_types=("gpt_neox",), blocks="gpt_neox.layers", final_norm="gpt_neox.final_layer_norm",
+                  attention="attention", attention_summand="post_attention_dropout", mlp_summand="post_mlp_dropout",
+                  value_output=fused_per_head("query_key_value", "dense"))

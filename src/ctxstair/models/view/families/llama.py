@@ -8,12 +8,6 @@ changes the pattern, not the layout).
 
 from ctxstair.models.view.adapter import Adapter, separate_projections
 
-ADAPTER = Adapter(
-    model_types=("llama", "mistral", "qwen2", "qwen3", "olmo", "gemma", "smollm3"),
-    blocks="model.layers",
-    final_norm="model.norm",
-    attention="self_attn",
-    attention_summand="self_attn",
-    mlp_summand="mlp",
-    value_output=separate_projections("v_proj", "o_proj"),
-)
+ADAPTER = Adapter(model_types=("llama", "mistral", "qwen2", "qwen3", "olmo", "gemma", "smollm3"),
+                  blocks="model.layers", final_norm="model.norm", attention="self_attn", attention_summand="self_attn",
+                  mlp_summand="mlp", value_output=separate_projections("v_proj", "o_proj"))

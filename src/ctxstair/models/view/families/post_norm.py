@@ -6,12 +6,6 @@ The summands are the outputs of ``post_attention_layernorm`` and ``post_feedforw
 
 from ctxstair.models.view.adapter import Adapter, separate_projections
 
-ADAPTER = Adapter(
-    model_types=("olmo2", "gemma2"),
-    blocks="model.layers",
-    final_norm="model.norm",
-    attention="self_attn",
-    attention_summand="post_attention_layernorm",
-    mlp_summand="post_feedforward_layernorm",
-    value_output=separate_projections("v_proj", "o_proj"),
-)
+ADAPTER = Adapter(model_types=("olmo2", "gemma2"), blocks="model.layers", final_norm="model.norm",
+                  attention="self_attn", attention_summand="post_attention_layernorm",
+                  mlp_summand="post_feedforward_layernorm", value_output=separate_projections("v_proj", "o_proj"))
