@@ -516,7 +516,8 @@ class CacheEviction:
             self._say(f"    {', '.join(self.pending.values())}: not deleted from the Hugging Face cache yet, "
                       f"it cannot be scanned ({why})")
             return None
-        names = {cached.commit_hash: name for cached in repo.revisions for wanted, name in self.pending.items()
+        # In the order measured: the cache's revisions are a set, which has none.
+        names = {cached.commit_hash: name for wanted, name in self.pending.items() for cached in repo.revisions
                  if wanted in (cached.commit_hash, *cached.refs) and cached.commit_hash not in self.kept}
         self.pending.clear()
         if not names:
