@@ -45,6 +45,7 @@ from ctxstair.checks import (
     positive_float,
 )
 from ctxstair.errors import InputError
+from ctxstair.lm.checkpoints.base import weight_array
 from ctxstair.models.view import view_of
 from ctxstair.signatures.frequent import label_set, most_frequent
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
@@ -411,7 +412,7 @@ def attention_path_counts(model, sample: object, tokens: object, vocab_size: int
     for start in range(0, X.shape[0], chunk):
         part = X[start:start + chunk]
         windows = torch.from_numpy(part).to(view.embedding.device)
-        pattern = _host(view.attention_pattern(windows).mean(dim=2))  # (layers, n, T, T)
+        pattern = weight_array(view.attention_pattern(windows).mean(dim=2))  # (layers, n, T, T)
         for layer in range(view.n_layers):
             counts[layer] += attention_path_sums(part, pattern[layer], vocab_size, tokens)
     return counts
@@ -451,12 +452,12 @@ def attention_path_scores(model, sample: object, tokens: object, vocab_size: int
     elif counts.shape != (view.n_layers, tokens.size, vocab_size + 1):
         raise InputError(f"counts must have shape (layers, tokens, V + 1) = "
                          f"{(view.n_layers, tokens.size, vocab_size + 1)}, got {counts.shape}")
-    W_E = _host(view.embedding[torch.from_numpy(tokens).to(view.embedding.device)])
+    W_E = weight_array(view.embedding[torch.from_numpy(tokens).to(view.embedding.device)])
     scores = []
     for layer in range(view.n_layers):
         phi_attn = path_signature_of(counts[layer])
         W_V, W_O = view.value_output(layer)
-        Z = W_E @ _host(W_V).T @ _host(W_O).T
+        Z = W_E @ weight_array(W_V).T @ weight_array(W_O).T
         shuffles = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (permutations, 1)), axis=1)
         null = permuted_pearson(signature_cosine(phi_attn), cosine_matrix(Z), shuffles)
         scores.append((layer, attention_path_correlation(phi_attn, Z), float(np.nanmax(np.abs(null)))))
@@ -486,12 +487,6 @@ def path_shares(model, sample: object, tokens: object) -> dict[str, float]:
     norms = {name: float(np.linalg.norm(g)) for name, g in paths.items()}
     total = sum(norms.values())
     return {name: n / total if total > 0 else float("nan") for name, n in norms.items()}
-
-
-def _host(weight: torch.Tensor) -> np.ndarray:
-    """A weight read as numpy on the host: float32 and float64 as they are, other floats as float32."""
-    weight = weight.detach()
-    return (weight if weight.dtype in (torch.float32, torch.float64) else weight.float()).cpu().numpy()
 
 
 def _snapshots(W: object, n_tokens: int, against: str) -> np.ndarray:
