@@ -75,7 +75,8 @@ class StaircaseSettings:
         null_permutations: token permutations of the attention-path null, >= 1.
         seed: the probe's split and start, the shuffled control and the window sample, >= 0.
         probe: measure the prefix probe and its control.
-        paths: measure the attention paths and path shares (models with a view, :mod:`ctxstair.models.view`).
+        paths: the measures of the network: attention paths, path shares, unembedding alignment (models
+            with a view, :mod:`ctxstair.models.view`).
     """
 
     # The defaults are the LM runs' config's (one source; the reasons are in the module docstring).
