@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
+from family_models import family_model
 from monitor_helpers import TINY_ARGS, example
 
 from ctxstair.cli import main
@@ -116,6 +117,22 @@ def test_importing_the_monitor_package_loads_no_torch():
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     imported = re.findall(r"\|\s*(\S+)\s*$", done.stderr, flags=re.M)
     assert "ctxstair.monitor" in imported and "torch" not in imported and "transformers" not in imported
+
+
+def test_a_model_in_training_mode_is_measured_without_dropout():
+    # GPT-2 ships with dropout 0.1 after its embeddings, attention and MLPs: measured in training mode,
+    # the path measures would draw from the training's random stream and change with every draw.
+    model = family_model("gpt2", dtype=torch.float32)
+    assert model.config.resid_pdrop > 0
+    windows = torch.randint(0, model.config.vocab_size, (32, 16), generator=torch.Generator().manual_seed(0))
+    monitor = StaircaseMonitor(windows, list(range(12)), vocab_size=model.config.vocab_size, probe=False,
+                               attention_windows=8, path_windows=2)
+    in_eval_mode = monitor.measure(model)
+    model.train()
+    rng_state = torch.get_rng_state()
+    assert monitor.measure(model) == in_eval_mode
+    assert torch.equal(torch.get_rng_state(), rng_state) and model.training
+    assert "path_share/unembed" in in_eval_mode
 
 
 def test_measure_reads_the_model_without_changing_it(corpus):

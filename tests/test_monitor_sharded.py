@@ -84,8 +84,21 @@ def test_every_rank_counts_a_share_of_the_attention_paths_where_it_holds_the_net
 
 def test_measuring_between_steps_leaves_the_trained_weights_bitwise_equal(run):
     for record in run["ranks"]:
-        assert record["weights_changed"] is True  # the steps trained something
-        assert record["weights_bitwise_equal"] is True
+        assert set(record["trained"]) == {"decoder", "gpt_neox"}
+        for trained in record["trained"].values():
+            assert trained["changed"] is True  # the steps trained something
+            assert trained["bitwise_equal"] is True
+
+
+@pytest.mark.skipif(ON_CUDA, reason="host memory is measured in the two-process CPU job")
+def test_fsdp2_is_measured_in_place_within_less_host_memory_than_one_copy_of_the_weights(run):
+    if run["how"] != "fsdp2":
+        pytest.skip("the in-place measurement is FSDP2's")
+    memory = run["ranks"][0]["memory"]
+    assert memory["path_keys"] == 33  # embed, attn.ℓ and mlp.ℓ of 16 layers: the paths were measured
+    assert memory["peak_growth_bytes"] < memory["full_bytes"], memory
+    for record in run["ranks"]:
+        assert record["memory"]["all_shards_after"] is True
 
 
 class StandInZero3:

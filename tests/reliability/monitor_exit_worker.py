@@ -1,15 +1,15 @@
-"""One rank of the exit test (test_reliability_exit.py): a tiny DecoderLM sharded by FSDP2 over two
-gloo processes, one staircase measurement (with the path measures unless ``PATHS=0``), then
-``destroy_process_group()`` and exit — the end of a monitored job."""
+"""One rank of the exit test (test_reliability_exit.py): a tiny GPT-NeoX sharded by FSDP2 over two
+gloo processes, one staircase measurement (with the path measures, in place, unless ``PATHS=0``),
+then ``destroy_process_group()`` and exit — the end of a monitored job."""
 
 import os
 
 import torch
 import torch.distributed as dist
+from family_models import family_model
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from ctxstair.models import DecoderConfig, DecoderLM
 from ctxstair.monitor import StaircaseMonitor
 
 VOCAB = 51
@@ -17,10 +17,9 @@ VOCAB = 51
 
 def main() -> None:
     dist.init_process_group("gloo")
-    model = DecoderLM(DecoderConfig(vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2, head_dim=8, d_mlp=32,
-                                    max_seq_len=16, seed=0))
+    model = family_model("gpt_neox", dtype=torch.float32, vocab_size=VOCAB)
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    for block in model.blocks:
+    for block in model.gpt_neox.layers:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
     windows = torch.randint(0, VOCAB, (64, 16), generator=torch.Generator().manual_seed(0))

@@ -406,8 +406,7 @@ def attention_path_counts(model, sample: object, tokens: object, vocab_size: int
     view = view_of(model)
     X = check_sequences(np.asarray(sample), vocab_size, "sample")
     tokens = check_id_subset(tokens, vocab_size, "tokens")
-    per_window = view.n_layers * view.n_heads * X.shape[1] ** 2
-    chunk = max(1, _PATTERN_CHUNK // per_window)  # one pass (all windows at once) unless that is too large
+    chunk = pattern_windows(view, X.shape[1])
     counts = np.zeros((view.n_layers, tokens.size, vocab_size + 1))
     for start in range(0, X.shape[0], chunk):
         part = X[start:start + chunk]
@@ -416,6 +415,13 @@ def attention_path_counts(model, sample: object, tokens: object, vocab_size: int
         for layer in range(view.n_layers):
             counts[layer] += attention_path_sums(part, pattern[layer], vocab_size, tokens)
     return counts
+
+
+def pattern_windows(view, T: int) -> int:
+    """How many windows of length ``T`` one forward pass of :func:`attention_path_counts` takes on the
+    model of ``view`` (a :func:`ctxstair.models.view.view_of` answer): as many as keep the attention
+    of the pass within 2^27 entries, at least one."""
+    return max(1, _PATTERN_CHUNK // (view.n_layers * view.n_heads * T**2))
 
 
 def attention_path_scores(model, sample: object, tokens: object, vocab_size: int,
@@ -452,7 +458,7 @@ def attention_path_scores(model, sample: object, tokens: object, vocab_size: int
     elif counts.shape != (view.n_layers, tokens.size, vocab_size + 1):
         raise InputError(f"counts must have shape (layers, tokens, V + 1) = "
                          f"{(view.n_layers, tokens.size, vocab_size + 1)}, got {counts.shape}")
-    W_E = weight_array(view.embedding[torch.from_numpy(tokens).to(view.embedding.device)])
+    W_E = weight_array(view.rows(view.embedding, torch.from_numpy(tokens)))
     scores = []
     for layer in range(view.n_layers):
         phi_attn = path_signature_of(counts[layer])

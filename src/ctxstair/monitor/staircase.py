@@ -45,7 +45,7 @@ from ctxstair.checks import check_sequences, int_in_range
 from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.checkpoints import sharded
-from ctxstair.lm.checkpoints.live import LiveWeights, live_weights, reading
+from ctxstair.lm.checkpoints.live import LiveWeights, evaluating, live_weights
 from ctxstair.lm.estimators import States
 from ctxstair.lm.schema import LOG_PREFIX
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, staircase_tokens
@@ -240,40 +240,42 @@ class StaircaseMonitor:
         if probe and not self.probe:
             raise InputError("this monitor was built with probe=False: it has no prefix signatures to fit")
         start = time.perf_counter()
-        with _one_blas_thread():
-            with reading(model):
+        with _one_blas_thread(), evaluating(model):  # the whole measurement in eval mode: no dropout
+            with torch.no_grad():
                 read = live_weights(model, self.tokens, paths, root)
-            reading_seconds = time.perf_counter() - start
+            seconds = {"embeddings": time.perf_counter() - start}
             start, counts = time.perf_counter(), None
             if read is not None and read.shared:
                 counts = self._shared_path_counts(read)
-            counting = time.perf_counter() - start
+                seconds["paths"] = time.perf_counter() - start
+            measures = sharded.measuring()
+            self.skipped, self.seconds = (read.why if paths else None) if measures and read else None, seconds
             if read is None or read.rows is None:  # a rank other than 0: it took part in any gather and
-                self.skipped = None                # counted its share of the paths; rank 0 measures
-                self.seconds = {"embeddings": reading_seconds}
-                if read is not None and read.shared:
-                    self.seconds["paths"] = counting
-                return {}
-            self.skipped = read.why if paths else None
-            seconds = {"embeddings": reading_seconds}
+                return {}                          # counted its share of the paths; rank 0 measures
+            # Under FSDP2 the network is the sharded model itself: every rank runs the path measures,
+            # whose passes and reads are collectives; the probe, which reads rows only, is rank 0's.
             states = States(read.V, read.rows[None], model=lambda i: read.decoder, counts=lambda i: counts)
-            (values,) = self.setup.measure(states, probe=probe, paths=paths, seconds=seconds)
-            if "paths" in seconds:
-                seconds["paths"] += counting
-            self.seconds = seconds
-            return values
+            (values,) = self.setup.measure(states, probe=probe and measures, paths=paths, seconds=seconds)
+            return values if measures else {}
 
-    def _shared_path_counts(self, read: LiveWeights) -> np.ndarray | None:
+    def _shared_path_counts(self, read: LiveWeights) -> np.ndarray:
         """The attention-path counts of a sharded model's path sample, each rank counting its share
-        of the windows on its copy of the network (``read.shared``); the sum on rank 0, None on the
-        others. Every rank calls."""
-        decoder, V = read.decoder, read.V
-        view = view_of(decoder)
+        of the windows' chunks on the network it holds (``read.shared``); every rank gets the sum.
+        Every rank calls."""
+        network, V = read.decoder, read.V
+        view = view_of(network)
         sample = self.setup.path_sample(view.positions)
         sharded.same_on_every_rank(sample, "attention-path windows")
         check_sequences(sample, V, "the window sample")
-        return sharded.summed_on_rank_0(lambda part: analysis.attention_path_counts(decoder, part, self.tokens, V),
-                                        sample, (view.n_layers, self.tokens.size, V + 1))
+        chunk = analysis.pattern_windows(view, sample.shape[1])
+        parts = [sample[first:first + chunk] for first in range(0, len(sample), chunk)]
+
+        def join() -> None:  # the forward pass of a model sharded by FSDP2 is a collective
+            view.attention_pattern(torch.from_numpy(parts[0]).to(view.embedding.device))
+
+        return sharded.summed_over_ranks(lambda part: analysis.attention_path_counts(network, part, self.tokens, V),
+                                        parts, (view.n_layers, self.tokens.size, V + 1),
+                                        idle=join if read.collective else None)
 
     def measure_at(self, model: torch.nn.Module, step: int, cadence: Cadence,
                    root: torch.nn.Module | None = None) -> dict[str, float] | None:

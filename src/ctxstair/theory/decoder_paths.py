@@ -70,24 +70,34 @@ def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objectiv
     X = torch.as_tensor(X, device=W_E.device)
 
     def restricted(g: torch.Tensor | None) -> np.ndarray:
-        g = torch.zeros_like(W_E) if g is None else g.detach()
-        if hasattr(g, "full_tensor"):  # FSDP2: the gradient of a sharded W_E, gathered (every rank joins)
-            g = g.full_tensor()
+        g = torch.zeros_like(run.embedding) if g is None else g.detach()
         return (g if keep is None else g[keep.to(g.device)]).to(torch.float64).cpu().numpy()
+
+    def objective_of(logits: torch.Tensor) -> torch.Tensor:
+        return -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
 
     with torch.enable_grad(), _requiring_grad(W_E):
         run, _ = view.forward(X)
-        W_E = run.embedding  # the tensor the pass read (under FSDP2 the gathered one, not the shard)
-        logits = run.logits
-        value = -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
-        (upstream,) = torch.autograd.grad(value, run.stream, retain_graph=True)  # G, (n, T, d)
-        paths = {name: restricted(torch.autograd.grad(c, W_E, upstream, retain_graph=True, allow_unused=True)[0])
-                 for name, c in run.summands.items() if name != "pos"}
-        if view.tied:
-            (d_head,) = torch.autograd.grad(value, run.head_output, retain_graph=True)  # (n, T, V)
-            paths["unembed"] = restricted(torch.einsum("ntv,ntd->vd", d_head, run.head_input))
+        value = objective_of(run.logits)
+        wanted = [run.stream] + ([run.head_output] if view.tied else [])
+        upstream, *d_head = torch.autograd.grad(value, wanted, retain_graph=not view.sharded)  # G, (n, T, d)
+        # the output side of a tied W_E, (∂objective/∂logits)^T h: (n, T, V) and (n, T, d)
+        unembed = restricted(torch.einsum("ntv,ntd->vd", d_head[0], run.head_input)) if view.tied else None
+        paths = {}
+        for name in [name for name in run.summands if name != "pos"]:
+            if view.sharded:  # FSDP2 freed the gathered weights after the last backward pass: a new pass
+                run, _ = view.forward(X)  # (deterministic: the model is in eval mode, G is still its G)
+            with view.starting_at(name):  # W_E as the pass read it (under FSDP2 the gathered tensor)
+                (g,) = torch.autograd.grad(run.summands[name], run.embedding, upstream,
+                                           retain_graph=not view.sharded, allow_unused=True)
+            paths[name] = restricted(g)
+        if unembed is not None:
+            paths["unembed"] = unembed
         if full:
-            paths["full"] = restricted(torch.autograd.grad(value, W_E)[0])
+            if view.sharded:
+                run, _ = view.forward(X)
+                value = objective_of(run.logits)
+            paths["full"] = restricted(torch.autograd.grad(value, run.embedding)[0])
     return paths
 
 

@@ -1,15 +1,19 @@
 """A model in memory, in someone else's training (the monitor, :mod:`ctxstair.monitor.staircase`): its
 input-embedding rows and, for the path measures, the network to measure.
 
-The model is never changed: the caller reads under :func:`reading` (eval mode and ``torch.no_grad``,
-every module's own training flag restored afterwards). Only the rows of the tokens are copied to the
-CPU for the embedding measures. The path measures run on the model itself, where it is (any device,
-its own dtype), through its view (:mod:`ctxstair.models.view`): forward passes and vector-Jacobian
-products that leave its weights, ``.grad`` fields and random streams as they were. A model sharded
-across processes — FSDP2, FSDP1, DeepSpeed ZeRO-3 — is gathered for the read, and only then, by
-collectives every rank joins; rank 0 keeps the rows, and for the path measures a float32 CPU copy
-of the network is built from the gathered state (under FSDP2 and ZeRO-3 on every rank, to count a
-share of the attention paths: :mod:`ctxstair.lm.checkpoints.sharded`).
+The model is never changed: the caller measures under :func:`evaluating` (eval mode, every module's
+own training flag restored afterwards) and reads the weights under ``torch.no_grad``. Only the rows
+of the tokens are copied to the CPU for the embedding measures. The path measures run on the model
+itself, where it is (any device, its own dtype), through its view (:mod:`ctxstair.models.view`):
+forward passes and vector-Jacobian products that leave its weights, ``.grad`` fields and random
+streams as they were. A model sharded across processes is read by collectives every rank joins:
+
+* FSDP2, a ``transformers`` model: measured in place too. Every rank gets the rows and runs the path
+  measures on the sharded model (each forward pass gathers one unit at a time, as in training), so
+  no rank ever holds more than one unit whole;
+* ZeRO-3, FSDP1, and our own DecoderLM under FSDP2: a float32 CPU copy of the network is built from
+  the gathered state — under ZeRO-3 and FSDP2 on every rank, to count a share of the attention
+  paths; under FSDP1 on rank 0 alone (:mod:`ctxstair.lm.checkpoints.sharded`).
 """
 
 from __future__ import annotations
@@ -50,16 +54,15 @@ def every_rank(model: object, root: object = None) -> bool:
 
 
 @contextlib.contextmanager
-def reading(model: object) -> Iterator[None]:
-    """Eval mode and ``torch.no_grad`` while the weights are read; every module's own training flag is
-    restored afterwards (a model may keep frozen parts in eval mode)."""
+def evaluating(model: object) -> Iterator[None]:
+    """Eval mode while the model is measured (no dropout, so no random numbers drawn); every module's
+    own training flag is restored afterwards (a model may keep frozen parts in eval mode)."""
     modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
     flags = [module.training for module in modules]
     try:
         for module in modules:
             module.training = False
-        with torch.no_grad():
-            yield
+        yield
     finally:
         for module, flag in zip(modules, flags):
             module.training = flag
@@ -73,10 +76,12 @@ class LiveWeights(NamedTuple):
         rows: the rows of the tokens as float64 numpy (k, d) (float32 values unless the model is
             float64, as a checkpoint is read); None on a rank that does not measure.
         decoder: with the path measures, the network to measure: the model itself when it is whole
-            here, a float32 CPU copy of a sharded one; else None.
+            here or sharded by FSDP2, else a float32 CPU copy of the sharded one; else None.
         why: why there is no network although the path measures were asked for, else None.
         shared: the model is sharded and every rank holds ``decoder``, to count a share of the
-            attention paths (:func:`ctxstair.lm.checkpoints.sharded.summed_on_rank_0`).
+            attention paths (:func:`ctxstair.lm.checkpoints.sharded.summed_over_ranks`).
+        collective: ``decoder`` is the FSDP2-sharded model itself: its passes and reads are
+            collectives, so every rank (each with the rows) runs the path measures.
     """
 
     V: int
@@ -84,6 +89,7 @@ class LiveWeights(NamedTuple):
     decoder: object
     why: str | None
     shared: bool
+    collective: bool = False
 
 
 def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = None) -> LiveWeights | None:
@@ -98,15 +104,14 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
 
     A model sharded by FSDP2, FSDP1 or DeepSpeed ZeRO-3 (:func:`every_rank`) is read by every rank of
     the job together, each joining the gathers (:mod:`ctxstair.lm.checkpoints.sharded`), and only rank
-    0 gets the rows. The others get None, or, under FSDP2 and ZeRO-3 with ``paths``, the copy without
-    rows (``shared``), to count their share of the attention paths. A model that is whole here is read
-    by whoever calls."""
+    0 gets the rows. The others get None; or, with ``paths``, under FSDP2 the rows and the sharded
+    model itself (``collective``), under ZeRO-3 the copy without rows (``shared``), to count their
+    share of the attention paths. A model that is whole here is read by whoever calls."""
     from ctxstair.models import DecoderLM
 
     root = sharded.fsdp1_root(model if root is None else root)
     model = unwrap(model)
     kind = sharded.sharding(model, root)
-    keep = kind is None or sharded.measuring()
     copy, why = None, None
     if isinstance(model, DecoderLM):
         owner, name = model, "W_E"
@@ -127,15 +132,18 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
         raise InputError(f"{type(model).__name__} has no input embeddings: pass a Hugging Face PreTrainedModel "
                          "(get_input_embeddings()), a ctxstair DecoderLM, or a module with a W_E attribute (V, d)")
     measured = paths and copy is not None
+    in_place = kind is None or (kind == sharded.FSDP2 and not isinstance(model, DecoderLM))
+    collective = measured and kind is not None and in_place
+    keep = kind is None or sharded.measuring() or collective
     V, rows = sharded.embedding_rows(owner, name, torch.from_numpy(tokens), kind, root, keep)
-    state = sharded.full_state(model, kind, root) if measured and kind is not None else None
+    state = sharded.full_state(model, kind, root) if measured and not in_place else None
     shared = measured and sharded.shares_paths(kind)
     if not (keep or shared):  # rank 0 measures
         return None
     if keep:
         rows = (rows if rows.dtype == torch.float64 else rows.float()).numpy().astype(np.float64)
-    network = None if not measured else model if kind is None else copy(state)
-    return LiveWeights(V, rows, network, why if paths else None, shared)
+    network = None if not measured else model if in_place else copy(state)
+    return LiveWeights(V, rows, network, why if paths else None, shared, collective)
 
 
 def _decoder(cfg, state: dict):

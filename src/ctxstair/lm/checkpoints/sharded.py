@@ -6,18 +6,19 @@
 Every rank calls in, at the same steps and in the same order, so that every collective is joined;
 rank 0 (:func:`measuring`) keeps the copies, the others keep nothing. What is gathered:
 
-* the embedding rows of the tokens (:func:`embedding_rows`). FSDP2: only those rows — each rank
-  fills the rows its shard holds into a zero (k, d) array and an all-reduce over the sharded mesh
-  dimensions sums them (one nonzero term per entry, so the sum is exact). FSDP1: the flat parameter
+* the embedding rows of the tokens (:func:`embedding_rows`). FSDP2: only those rows, onto every rank
+  (:func:`ctxstair.models.view.fsdp2.rows`). FSDP1: the flat parameter
   of the unit that holds the embedding (``summon_full_params(writeback=False, recurse=False)`` on the
   root when the root's own unit holds it, the whole network otherwise). ZeRO-3: the embedding alone
   (``GatheredParameters([weight], modifier_rank=None)``);
-* for the path measures, the whole state as float32 CPU copies (:func:`full_state`): one tensor at
-  a time for FSDP2 (``full_tensor``) and ZeRO-3 (``GatheredParameters`` per parameter), which
-  gather onto every rank, so every rank keeps its copy and counts a share of the attention-path
-  windows (:func:`shares_paths`, :func:`summed_on_rank_0`) instead of waiting for rank 0 to count
-  them all; ``get_model_state_dict(full_state_dict=True, cpu_offload=True)`` for FSDP1, which gives
-  rank 0 alone the copy (no rank holds the whole state on its GPU), so rank 0 counts them all.
+* for the path measures of a network not measured in place (:mod:`ctxstair.lm.checkpoints.live`:
+  every FSDP2 ``transformers`` model is), the whole state as float32 CPU copies (:func:`full_state`):
+  one tensor at a time for FSDP2 (``full_tensor``) and ZeRO-3 (``GatheredParameters`` per
+  parameter), which gather onto every rank, so every rank keeps its copy and counts a share of the
+  attention-path windows (:func:`shares_paths`, :func:`summed_over_ranks`) instead of waiting for
+  rank 0 to count them all; ``get_model_state_dict(full_state_dict=True, cpu_offload=True)`` for
+  FSDP1, which gives rank 0 alone the copy (no rank holds the whole state on its GPU), so rank 0
+  counts them all.
 
 Nothing is written back and no shard is replaced: the training's parameters, their optimizer state
 and what a checkpoint saves stay as they were. DeepSpeed is imported only for a ZeRO-3 model.
@@ -27,13 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
 
 from ctxstair.errors import InputError
+from ctxstair.models.view import fsdp2
 
 FSDP1, FSDP2, ZERO3 = "fsdp1", "fsdp2", "zero3"
 #: Module names the sharding and compiling wrappers insert into parameter names (FSDP1, activation
@@ -100,7 +101,7 @@ def embedding_rows(owner: torch.nn.Module, name: str, tokens: torch.Tensor, kind
             return _rows(weight, tokens, keep)
     if isinstance(weight, DTensor):
         V = _checked(weight, tokens)
-        rows = _dtensor_rows(weight, tokens)
+        rows = fsdp2.rows(weight, tokens)
         return V, rows.cpu() if keep else None
     if weight.untyped_storage().size() == 0 and weight.numel() > 0:
         raise InputError(f"the input embeddings of {type(owner).__name__} hold no data (a FullyShardedDataParallel "
@@ -150,37 +151,28 @@ def same_on_every_rank(array: np.ndarray, what: str) -> None:
         raise InputError(f"the ranks hold different {what}: build the monitor from the same windows on every rank")
 
 
-def summed_on_rank_0(count: Callable[[np.ndarray], np.ndarray], items: np.ndarray,
-                     shape: tuple[int, ...]) -> np.ndarray | None:
-    """``count`` of ``items`` (n, ...), counted by the ranks of the job together: each rank counts its
-    contiguous share of the rows (``numpy.array_split`` over the ranks; a rank with none counts
-    zeros) and a reduce adds the float64 results, of ``shape``, on rank 0, which gets the sum; the
-    others get None. ``count`` must be a sum over rows (:func:`ctxstair.lm.analysis.attention_path_counts`
-    is), so the total is the count of all ``items`` up to the order of the additions. Every rank
-    must call with the same ``items`` (:func:`same_on_every_rank`)."""
+def summed_over_ranks(count: Callable[[np.ndarray], np.ndarray], parts: list[np.ndarray], shape: tuple[int, ...],
+                      idle: Callable[[], object] | None = None) -> np.ndarray:
+    """The sum of ``count`` over ``parts`` (arrays of items), counted by the ranks of the job together:
+    rank r counts parts r, r + W, r + 2W, ... (W ranks) and an all-reduce adds the float64 results, of
+    ``shape``, so that every rank gets the sum. ``count`` must be a sum over items
+    (:func:`ctxstair.lm.analysis.attention_path_counts` is), so the total is the count of all items
+    up to the order of the additions. ``idle``: called by a rank in each round in which it has no part
+    left, when counting is itself a collective (a forward pass of a model sharded by FSDP2), so that
+    every rank makes the same number of calls. Every rank must call with the same ``parts``
+    (:func:`same_on_every_rank`)."""
     dist = torch.distributed
-    share = np.array_split(items, dist.get_world_size())[dist.get_rank()]
-    mine = count(share) if len(share) else np.zeros(shape)
+    world, rank = dist.get_world_size(), dist.get_rank()
+    mine = np.zeros(shape)
+    for first in range(0, len(parts), world):
+        if first + rank < len(parts):
+            mine += count(parts[first + rank])
+        elif idle is not None:
+            idle()
     total = torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64)).to(_collective_device())
-    dist.reduce(total, dst=0)
-    _let_go(total)
-    return total.cpu().numpy() if measuring() else None
-
-
-def _let_go(tensor: torch.Tensor) -> None:
-    """Wait, the GIL released, until gloo's worker thread has let go of ``tensor`` after a collective.
-
-    The worker may still hold the finished work, and with it the tensor, after the collective returned.
-    In torch 2.13 whichever thread drops a tensor's last C++ reference but Python's own releases its
-    Python object under the GIL; a worker still waiting for the GIL when the interpreter begins to exit
-    (a job that measures last, then ``destroy_process_group()`` and exits) is ended by
-    ``pthread_exit`` inside a ``noexcept`` destructor, and the process aborts with "terminate called
-    without an active exception". A monitored two-process FSDP2 job did so in 7 of 60 runs, and in 0
-    of 60 with this wait. It normally takes microseconds and is capped at a second; NCCL tensors (on
-    CUDA) are left as they were."""
-    deadline = time.monotonic() + 1.0
-    while tensor.device.type == "cpu" and tensor._use_count() > 1 and time.monotonic() < deadline:
-        time.sleep(1e-4)
+    dist.all_reduce(total)
+    fsdp2.let_go(total)
+    return total.cpu().numpy()
 
 
 def float32_copy(tensor: torch.Tensor, clone: bool = False) -> torch.Tensor:
@@ -206,31 +198,6 @@ def _rows(weight: torch.Tensor, tokens: torch.Tensor, keep: bool) -> tuple[int, 
     """V and the rows of ``tokens`` of a weight that holds all its rows here (None unless ``keep``)."""
     V = _checked(weight, tokens)
     return V, weight.detach()[tokens.to(weight.device)].cpu() if keep else None
-
-
-def _dtensor_rows(weight, tokens: torch.Tensor) -> torch.Tensor:
-    """The rows of ``tokens`` of a DTensor (V, d) sharded into contiguous blocks (``Shard``) or
-    replicated along each mesh dimension, on every rank: each fills the entries its shard holds and an
-    all-reduce over each sharded mesh dimension sums the zeros of the others in."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-
-    placements = weight.placements
-    if any(type(p) not in (Shard, Replicate) for p in placements):  # _StridedShard and Partial are not blocks
-        raise InputError(f"the input embeddings are a DTensor placed as {placements}: only Shard and Replicate "
-                         "placements can be read row by row")
-    mesh = weight.device_mesh
-    (rows, cols), (row0, col0) = compute_local_shape_and_global_offset(weight.shape, mesh, placements)
-    local = weight.to_local().detach()
-    ids = tokens.to(local.device)
-    out = torch.zeros(ids.numel(), weight.shape[1], dtype=local.dtype, device=local.device)
-    here = (ids >= row0) & (ids < row0 + rows)
-    out[here, col0: col0 + cols] = local[ids[here] - row0]
-    for dim, placement in enumerate(placements):
-        if isinstance(placement, Shard):
-            torch.distributed.all_reduce(out, group=mesh.get_group(dim))
-    _let_go(out)  # the last collective of a measurement without the path measures
-    return out
 
 
 @contextlib.contextmanager

@@ -22,12 +22,12 @@ from ctxstair.signatures import previous_token_signature
 
 def _measure(setup, model, V: int, counts) -> dict:
     """``unembedding_alignment`` of one network (none for a model without an unembedding)."""
-    unembedding = view_of(model).unembedding
-    if unembedding is None:
+    view = view_of(model)
+    if view.unembedding is None:
         return {}
     previous = setup.derived("previous-token cosines", lambda: signature_cosine(
         previous_token_signature(setup.windows, V, tokens=setup.tokens)))  # (T, T), counted once per setup
-    rows = unembedding.detach()[torch.from_numpy(setup.tokens).to(unembedding.device)]
+    rows = view.rows(view.unembedding, torch.from_numpy(setup.tokens))
     return {UNEMBEDDING_ALIGNMENT: float(compare(cosine_matrix(rows.double().cpu().numpy()), previous)["pearson"])}
 
 

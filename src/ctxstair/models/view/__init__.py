@@ -27,6 +27,7 @@ from typing import NamedTuple
 import torch
 
 from ctxstair.errors import InputError
+from ctxstair.models.view import fsdp2
 from ctxstair.models.view.adapter import Adapter
 from ctxstair.models.view.decoder import DecoderView
 
@@ -105,6 +106,9 @@ class ModelView:
         embedding: ``W_E`` (V, d), the input embedding's weight.
         unembedding: ``W_U`` (V', d), the output embedding's weight (None for a model without one).
         tied: the unembedding is the same parameter as ``W_E``.
+        sharded: the parameters are FSDP2 shards (DTensors): every read of the model is a collective
+            that every rank joins (:mod:`ctxstair.models.view.fsdp2`), and a forward pass frees its
+            gathered weights after its first backward pass.
     """
 
     def __init__(self, model: torch.nn.Module):
@@ -118,6 +122,11 @@ class ModelView:
         head = model.get_output_embeddings()
         self.unembedding = None if head is None else head.weight
         self.tied = self.unembedding is self.embedding
+        self.sharded = any(map(fsdp2.is_sharded, model.parameters()))
+
+    #: The rows (k, d) of some token ids (k,) of ``embedding`` or ``unembedding``, read where the weight
+    #: is: gathered from the shards of every rank under FSDP2 (:func:`~ctxstair.models.view.fsdp2.rows`).
+    rows = staticmethod(fsdp2.rows)
 
     @property
     def vocab_size(self) -> int:
@@ -173,15 +182,27 @@ class ModelView:
         return Forward(summands, read["stream"], logits, read.get("head_input"), read.get("head_output"),
                        read["embedding"]), found
 
+    def starting_at(self, summand: str) -> contextlib.AbstractContextManager:
+        """A context for a backward pass that starts at ``summand`` (``attn.ℓ``, ``mlp.ℓ``, ...) of the
+        last :meth:`forward`: under FSDP2 block ℓ gathered for it, since FSDP2's own hooks gather a
+        block again only for a backward pass that comes in through the block's output; else nothing."""
+        part, _, layer = summand.partition(".")
+        if not (self.sharded and part in ("attn", "mlp")):
+            return contextlib.nullcontext()
+        return fsdp2.unsharded(self.blocks[int(layer)], self.model)
+
     def attention_pattern(self, tokens: torch.Tensor) -> torch.Tensor:
         """Post-softmax attention (n_layers, n, H, T_query, T_key) of int (n, T) windows (SPEC §7)."""
         return torch.stack(self.forward(tokens, patterns=True)[1])
 
     def value_output(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(W_V, W_O)`` of a layer: (H·hd, d), one row block per query head, and (d, H·hd); biases
-        left out (:mod:`ctxstair.models.view.adapter`)."""
-        attention = self.blocks[layer].get_submodule(self.adapter.attention)
-        return self.adapter.value_output(attention, self.model.config)
+        left out (:mod:`ctxstair.models.view.adapter`). Under FSDP2 the layer is gathered for the read
+        (every rank joins) and the matrices are copies."""
+        block = self.blocks[layer]
+        with fsdp2.unsharded(block, self.model):
+            W_V, W_O = self.adapter.value_output(block.get_submodule(self.adapter.attention), self.model.config)
+            return (W_V.detach().clone(), W_O.detach().clone()) if self.sharded else (W_V, W_O)
 
 
 @contextlib.contextmanager

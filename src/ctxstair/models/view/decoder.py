@@ -4,9 +4,12 @@ the ones measured before the view existed, bit for bit."""
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ctxstair.models.decoder import DecoderLM
+from ctxstair.models.view import fsdp2
 
 
 class DecoderView:
@@ -14,7 +17,8 @@ class DecoderView:
     ``transformers`` model (same attributes and methods); untied, no learned positions."""
 
     family = "ctxstair-decoder"
-    tied = False
+    tied = sharded = False
+    rows = staticmethod(fsdp2.rows)
 
     def __init__(self, model: DecoderLM):
         self.model = model
@@ -35,6 +39,10 @@ class DecoderView:
         summands = self.model.residual_contributions(tokens)
         stream = sum(summands.values())
         return Forward(summands, stream, self.model.logits_from_stream(stream), None, None, self.model.W_E), []
+
+    def starting_at(self, summand: str):
+        """:meth:`ModelView.starting_at`: nothing to gather."""
+        return contextlib.nullcontext()
 
     def attention_pattern(self, tokens: torch.Tensor) -> torch.Tensor:
         """:meth:`DecoderLM.attention_pattern`: (n_layers, n, H, T, T)."""
