@@ -34,7 +34,7 @@ from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.integrity import check_digest, digest
 from ctxstair.io import atomic_write_bytes, atomic_write_text, claim_output
-from ctxstair.models import DecoderLM, build_ensemble
+from ctxstair.models import build_ensemble
 from ctxstair.signatures import SignatureHierarchy
 from ctxstair.tasks import Dataset
 
@@ -174,14 +174,40 @@ class Run:
     def model(self, state: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> torch.nn.Module:
         """The run's model (ensemble or decoder) with the weights ``state`` (a snapshot already read
         with :meth:`snapshot`), in ``dtype`` when given."""
-        if isinstance(self.config, LMConfig):  # the vocabulary is the tokenizer's, the rows of W_E
-            model = DecoderLM(self.config.decoder_config(vocab_size=state["W_E"].shape[0]))
-        else:
-            model = build_ensemble(self.config, self.dataset)
+        state = {k: v.to(dtype) if dtype is not None else v for k, v in state.items()}
+        if isinstance(self.config, LMConfig):
+            return self._language_model(state, dtype)
+        model = build_ensemble(self.config, self.dataset)
         if dtype is not None:
             model = model.to(dtype)
-        model.load_state_dict({k: v.to(dtype) if dtype is not None else v for k, v in state.items()})
+        model.load_state_dict(state)
         return model
+
+    def _language_model(self, state: dict[str, torch.Tensor], dtype: torch.dtype | None) -> torch.nn.Module:
+        """The ``transformers`` model of an LM run's config holding ``state`` (its vocabulary is the rows
+        of the snapshot's ``W_E``), in eval mode. A run of the retired DecoderLM is refused: its
+        snapshots name ``W_E``, ``blocks.ℓ.W_Q``, ... and no ``transformers`` model."""
+        from ctxstair.models import causal_lm
+
+        self.refuse_retired_decoder(state)
+        key = self.config.model.embedding_key()
+        if key not in state:
+            raise InputError(f"a snapshot of {self.path} has no {key}, the embedding of its "
+                             f"{self.config.model.family} model")
+        config = self.config.model_config(vocab_size=state[key].shape[0])
+        model = causal_lm.build(config, causal_lm.gammas_of(self.config.model.init), self.config.train.seed)
+        model = causal_lm.load_state(model.to(dtype) if dtype is not None else model, state, f"a snapshot of {self.path}")
+        return model.eval()
+
+    def refuse_retired_decoder(self, state: dict) -> None:
+        """InputError (one line: how to train it again) when ``state``, a snapshot of an LM run, holds
+        the weights of the project's own decoder (DecoderLM, retired for ``transformers`` models:
+        ``W_E``, ``blocks.ℓ.W_Q``, ...). Such runs are not converted: their config trains the same
+        architecture again as ``model.family=llama``."""
+        if "W_E" in state:
+            raise InputError(f"{self.path} was trained by an earlier ctxstair with its own decoder (DecoderLM), which "
+                             "is retired: train it again with `ctxstair lm train` and the settings of "
+                             f"{self.path / 'config.yaml'} (model.family=llama is the same architecture)")
 
     # ------------------------------------------------------------------ checkpoints
 

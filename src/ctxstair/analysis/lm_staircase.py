@@ -43,7 +43,8 @@ def analyse(run: Run) -> None:
     rundir.check_snapshot_progress(run.path)
     steps = run.snapshot_times()
     snapshots = [run.snapshot(s) for s in steps]
-    W = np.stack([snap["W_E"].double().numpy()[setup.tokens] for snap in snapshots])  # (S, T, d)
+    key = run.config.model.embedding_key()
+    W = np.stack([snap[key].double().numpy()[setup.tokens] for snap in snapshots])  # (S, T, d)
     # The networks (for the measures that need one) from the snapshots read once above, for W.
     rows = setup.measure(States(setup.vocab_size, W, model=lambda i: run.model(snapshots[i], torch.float32)))
     rundir.write_table(run.path, OUTPUT, TABLE_COLUMNS, table_rows(steps, rows))

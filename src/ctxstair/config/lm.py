@@ -13,8 +13,6 @@ from ctxstair.checks import check_key_choice, check_minimum, check_positive
 from ctxstair.config import PROBE_METHODS, InitConfig
 from ctxstair.devices import check_device_name
 from ctxstair.errors import InputError
-from ctxstair.models.decoder import DecoderConfig
-from ctxstair.models.decoder_hf import decoder_config_from_hf
 
 TOKENIZERS = ("bpe", "word", "gpt2")
 #: Values of ``train.precision`` and ``train.sharding``.
@@ -48,24 +46,33 @@ class CorpusConfig:
 
 @dataclass
 class LMModelConfig:
-    """The decoder of SPEC §5 at toy size (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096) and
-    its γ-init (SPEC §4) in ``init``, spelled as for the ensemble models (``model.init.gamma``,
-    ``model.init.qk``, ...; per-component γ default to ``init.gamma``). The sizes' defaults are
-    :class:`~ctxstair.models.decoder.DecoderConfig`'s. ``hf_config``, when set, is the path of a
-    Hugging Face Llama ``config.json`` (or its directory) whose sizes replace ``d_model``,
-    ``n_layers``, ``n_heads``, ``head_dim`` and ``d_mlp``
-    (:func:`~ctxstair.models.decoder_hf.decoder_config_from_hf`)."""
+    """The decoder of SPEC §5 as a ``transformers`` model of ``family`` (any family with a model view:
+    ``llama`` by default — pre-norm RMSNorm, SwiGLU, rotary positions, untied embeddings —,
+    ``gpt_neox``, ``gpt2``, ``qwen2``, ``olmo2``, ...; :mod:`ctxstair.models.causal_lm`) at toy size
+    (the paper's: 24 layers, d 1024, 16 heads of 96, MLP 4096), and its γ-init (SPEC §4) by role in
+    ``init``, spelled as for the ensemble models (``model.init.gamma``, ``model.init.qk``, ...;
+    per-role γ default to ``init.gamma``). ``hf_config``, when set, is the path of a Hugging Face
+    ``config.json`` (or its directory) of that family whose architecture and sizes replace these
+    (the vocabulary and the window stay the run's)."""
 
-    d_model: int = DecoderConfig.d_model
-    n_layers: int = DecoderConfig.n_layers
-    n_heads: int = DecoderConfig.n_heads
-    head_dim: int = DecoderConfig.head_dim
-    d_mlp: int = DecoderConfig.d_mlp
+    family: str = "llama"
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    head_dim: int = 16
+    d_mlp: int = 256
     init: InitConfig = field(default_factory=InitConfig)
     hf_config: str = ""
 
-    #: The sizes it sets of the DecoderConfig (the rest come from the corpus and the training).
+    #: The sizes it sets (the rest come from the family, the corpus and the training).
     SIZES: ClassVar[tuple[str, ...]] = ("d_model", "n_layers", "n_heads", "head_dim", "d_mlp")
+
+    def embedding_key(self) -> str:
+        """The name of ``W_E`` in the model's state dict, so in every snapshot of the run (the family
+        adapter's, :mod:`ctxstair.models.view.families`)."""
+        from ctxstair.models.view import registry
+
+        return registry()[self.family].embedding
 
 
 @dataclass
@@ -200,15 +207,14 @@ class LMConfig:
         check_device_name("train.device", self.train.device)
         check_key_choice("analysis.probe", self.analysis.probe, PROBE_METHODS)
         check_key_choice("analysis.measures", self.analysis.measures, LMAnalysisConfig.MEASURES)
-        self.decoder_config(vocab_size=256)  # the model's own checks (head sizes, γ's)
+        check_minimum([(f"model.{name}", getattr(self.model, name), 1) for name in LMModelConfig.SIZES])
+        self.model_config(vocab_size=257)  # the family's own checks (its name, head sizes)
         return self
 
-    def decoder_config(self, vocab_size: int) -> DecoderConfig:
-        """The :class:`DecoderConfig` of this run for a tokenizer of ``vocab_size``."""
-        init = self.model.init
-        gammas = {"gamma": init.gamma, **{f"gamma_{c}": getattr(init, c)
-                                          for c in ("embedding", "unembedding", "qk", "ov", "mlp")}}
-        settings = {"vocab_size": vocab_size, "max_seq_len": self.corpus.window, "seed": self.train.seed, **gammas}
-        if self.model.hf_config:  # its sizes replace ours; the vocabulary, window, seed and γ's stay the run's
-            return decoder_config_from_hf(self.model.hf_config, **settings)
-        return DecoderConfig(**settings, **{name: getattr(self.model, name) for name in LMModelConfig.SIZES})
+    def model_config(self, vocab_size: int):
+        """The ``transformers`` config of this run's model for a tokenizer of ``vocab_size``
+        (:func:`ctxstair.models.causal_lm.family_config`)."""
+        from ctxstair.models.causal_lm import family_config
+
+        sizes = {name: getattr(self.model, name) for name in LMModelConfig.SIZES}
+        return family_config(self.model.family, vocab_size, self.corpus.window, sizes, self.model.hf_config)

@@ -19,7 +19,8 @@ import torch
 import torch.distributed as dist
 
 from ctxstair import run
-from ctxstair.models.decoder import DecoderLM
+from ctxstair.models.causal_lm import state_of
+from ctxstair.models.view import view_of
 
 
 def _dtensor():
@@ -28,14 +29,15 @@ def _dtensor():
     return DTensor, distribute_tensor
 
 
-def shard(model: DecoderLM, device: torch.device) -> DecoderLM:
-    """FSDP2 over the world of the process group: each block, then the root; returns ``model``
-    (sharded in place: its parameters become DTensors sharded on their first axis)."""
+def shard(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """FSDP2 over the world of the process group: each block (the model's view says which modules
+    they are), then the root; returns ``model`` (sharded in place: its parameters become DTensors
+    sharded on their first axis)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    for block in model.blocks:
+    for block in view_of(model).blocks:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
     return model
@@ -56,8 +58,9 @@ def _full(value: torch.Tensor) -> torch.Tensor:
 
 
 def full_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The model's state dict as whole CPU tensors (every rank must call it when sharded)."""
-    return {name: _full(value) for name, value in model.state_dict().items()}
+    """The model's state (:func:`ctxstair.models.causal_lm.state_of`: a tied weight once) as whole CPU
+    tensors (every rank must call it when sharded)."""
+    return {name: _full(value) for name, value in state_of(model).items()}
 
 
 def checkpoint_tensors(model: torch.nn.Module, optimizer: torch.optim.Optimizer,

@@ -3,9 +3,9 @@
     ctxstair lm train --out runs/lm --set corpus.source=synthetic --set train.steps=2000
 
 Read top to bottom: the corpus is tokenised (a byte-level BPE trained on it, or GPT-2's vocabulary)
-and cut into windows of ``corpus.window`` tokens, 5 % of them held out; the model is the
-Llama/Qwen2-style :class:`~ctxstair.models.DecoderLM` (pre-norm RMSNorm, SwiGLU, RoPE, untied
-embeddings) with γ-init per component; AdamW with linear warm-up and cosine decay to
+and cut into windows of ``corpus.window`` tokens, 5 % of them held out; the model is a
+``transformers`` causal LM of ``model.family`` (``llama`` by default: pre-norm RMSNorm, SwiGLU,
+RoPE, untied embeddings; :mod:`ctxstair.models.causal_lm`) with γ-init by role; AdamW with linear warm-up and cosine decay to
 ``train.final_lr_fraction`` of the peak; every step draws a batch of windows from a seeded
 generator. At log-spaced steps the whole model is saved (``snapshots/step_XXXXXXXX.safetensors``)
 with the held-out loss, and a checkpoint (model, optimizer, generator, step) that ``resume``
@@ -22,7 +22,7 @@ generator stays on the CPU, so the data order does not depend on the device. Sta
 batch and trains on its slice, and only rank 0 writes to the run directory.
 
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
-initial std of every matrix), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
+initial std of every part of every matrix, by γ role), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
 ``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``lm_analysis.csv`` and
 ``lm_tokens.json``.
 """
@@ -52,7 +52,8 @@ from ctxstair.io import atomic_write_text
 from ctxstair.lm import sharding
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import corpus_windows, sample_indices, split_indices
-from ctxstair.models.decoder import DecoderLM, next_token_loss
+from ctxstair.models import causal_lm
+from ctxstair.models.loss import next_token_loss
 from ctxstair.run import Run
 from ctxstair.train.engine import flush_denormals
 from ctxstair.train.schedule import snapshot_schedule
@@ -74,19 +75,25 @@ def check_memory(cfg: LMConfig, vocab_size: int) -> None:
     """Refuse, before anything is allocated or written, a model whose largest weight matrices or
     one batch's logits (float32) exceed the memory budget of one dense array
     (:func:`ctxstair.checks.default_max_bytes`, ``CTXSTAIR_MAX_GIB``)."""
-    dec = cfg.decoder_config(vocab_size)
-    for shape, what in [((vocab_size, dec.d_model), "the embedding W_E (vocab, model.d_model)"),
-                        ((dec.d_mlp, dec.d_model), "an MLP matrix (model.d_mlp, model.d_model)"),
-                        ((dec.n_heads * dec.head_dim, dec.d_model),
-                         "an attention matrix (heads × head_dim, model.d_model)"),
+    config = cfg.model_config(vocab_size)
+    d = config.hidden_size
+    d_mlp = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d
+    for shape, what in [((vocab_size, d), "the embedding W_E (vocab, model.d_model)"),
+                        ((d_mlp, d), "an MLP matrix (model.d_mlp, model.d_model)"),
                         ((cfg.train.batch_size, cfg.corpus.window, vocab_size),
                          "the logits of one batch (batch, window, vocab)")]:
         check_dense_size(shape, None, what, "lower the model or batch sizes", itemsize=4)
 
 
-def build_model(cfg: LMConfig, vocab_size: int) -> DecoderLM:
-    """The γ-initialised decoder of ``cfg`` (float32)."""
-    return DecoderLM(cfg.decoder_config(vocab_size))
+def build_model(cfg: LMConfig, vocab_size: int) -> torch.nn.Module:
+    """The γ-initialised float32 ``transformers`` model of ``cfg`` (:mod:`ctxstair.models.causal_lm`)."""
+    return causal_lm.build(cfg.model_config(vocab_size), causal_lm.gammas_of(cfg.model.init), cfg.train.seed)
+
+
+def logits_of(forward: Callable, batch: torch.Tensor) -> torch.Tensor:
+    """The logits (n, T, V) of windows (n, T) through ``forward`` (the model, or its DDP or compiled
+    wrapper)."""
+    return forward(input_ids=batch).logits
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
         return out  # already complete
     train, val = split_indices(len(windows), cfg.train.seed, cfg.train.val_windows)
     model = build_model(cfg, tokenizer.vocab_size).to(ranks.device)
-    stds = model.init_stds(), model.target_stds()  # of the whole matrices, before any sharding
+    stds = causal_lm.init_stds(model, causal_lm.gammas_of(cfg.model.init))  # of the whole matrices, before sharding
     net = _parallel(model, cfg.train, ranks)
     sharded = net is model and ranks.world > 1  # FSDP2: every rank joins every forward pass and gather
     fused = {"fused": True} if cfg.train.fused_adamw else {}  # absent, not False: the default kernel choice
@@ -186,8 +193,8 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
         # val loss of step s itself, which the loop does not recompute.
         rows = [r for r in run.metric_rows() if r["step"] < start or (r["step"] == start and "val_loss" in r)]
     elif lead:  # a new run, or one killed before its first checkpoint
-        atomic_write_text(run.path / "members.csv", "tensor,init_std,target_std\n" + "".join(
-            f"{name},{std:.6g},{stds[1][name]:.6g}\n" for name, std in stds[0].items()))
+        atomic_write_text(run.path / "members.csv", "tensor,role,init_std,target_std\n" + "".join(
+            f"{name},{role},{std:.6g},{target:.6g}\n" for name, role, std, target in stds))
     if ranks.world > 1:
         dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
     with flush_denormals():
@@ -215,7 +222,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
     return out
 
 
-def _parallel(model: DecoderLM, cfg: LMTrainConfig, ranks: Ranks) -> torch.nn.Module:
+def _parallel(model: torch.nn.Module, cfg: LMTrainConfig, ranks: Ranks) -> torch.nn.Module:
     """What trains: ``model`` itself in one process, DDP around it, or ``model`` sharded in place by FSDP2."""
     if ranks.world == 1:
         return model
@@ -242,20 +249,20 @@ def _step(forward: Callable, net: torch.nn.Module, windows, ids: np.ndarray, opt
     for i, part in enumerate(parts):
         batch = torch.from_numpy(windows[part]).to(device)
         with sharding.gradient_sync(net, i == len(parts) - 1), _autocast(cfg, device):
-            loss = next_token_loss(forward(batch), batch)
+            loss = next_token_loss(logits_of(forward, batch), batch)
         (loss / len(parts) if len(parts) > 1 else loss).backward()  # DDP averages the gradients over the ranks here
         total = loss.detach() if total is None else total + loss.detach()
     optimizer.step()
     return total / len(parts) if len(parts) > 1 else total
 
 
-def _save(run: Run, step: int, model: DecoderLM, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+def _save(run: Run, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: torch.Generator,
           val_t: torch.Tensor, rows: list[dict], lead: bool, sharded: bool, cfg: LMTrainConfig) -> None:
     """Snapshot, val loss and checkpoint of ``step``, written by rank 0; a sharded model's tensors are
     first gathered whole on every rank and every rank runs the val loss's forward passes."""
     if not (lead or sharded):
         return
-    state = sharding.full_state(model) if sharded else model
+    state = sharding.full_state(model) if sharded else causal_lm.state_of(model)
     tensors = sharding.checkpoint_tensors(model, optimizer, batches) if sharded else None
     with _autocast(cfg, val_t.device):
         val_loss = _mean_loss(model, val_t)
@@ -269,7 +276,7 @@ def _save(run: Run, step: int, model: DecoderLM, optimizer: torch.optim.Optimize
             run.save_checkpoint(step, model, optimizer, batches)
 
 
-def _divergence(run: Run, model: DecoderLM, step: int, rows: list[dict], lead: bool, sharded: bool) -> Exception:
+def _divergence(run: Run, model: torch.nn.Module, step: int, rows: list[dict], lead: bool, sharded: bool) -> Exception:
     """The TrainingDiverged of a non-finite loss at ``step``, recorded by rank 0
     (:meth:`ctxstair.run.Run.diverged`): it names the step, the non-finite tensors and the likely
     cause."""
@@ -348,7 +355,7 @@ def _check_analysable(cfg: LMConfig, tokenizer: TextTokenizer, windows) -> None:
 
 
 @torch.no_grad()
-def _mean_loss(model: DecoderLM, windows: torch.Tensor, batch: int = 64) -> float:
+def _mean_loss(model: torch.nn.Module, windows: torch.Tensor, batch: int = 64) -> float:
     """Mean next-token loss over ``windows`` (n, T), in batches."""
-    losses = [float(next_token_loss(model(part), part)) * len(part) for part in windows.split(batch)]
+    losses = [float(next_token_loss(logits_of(model, part), part)) * len(part) for part in windows.split(batch)]
     return sum(losses) / len(windows)

@@ -28,6 +28,7 @@ import torch
 
 from ctxstair.checks import check_vocab_size
 from ctxstair.errors import InputError
+from ctxstair.models.loss import next_token_loss  # noqa: F401 - where the decoder's users found it
 from ctxstair.models.init import gamma_normal_, realised_std, resolve_gamma
 
 #: RoPE frequency base and RMSNorm epsilon of the Qwen2/Llama family: the defaults of
@@ -255,14 +256,3 @@ class DecoderLM(torch.nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (n, T, V) for token windows (n, T); position s predicts token s + 1."""
         return self.logits_from_stream(sum(self.residual_contributions(tokens).values()))
-
-
-def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of predicting ``tokens[:, s+1]`` from ``logits[:, s]`` over all s < T-1.
-
-    Args:
-        logits: (n, T, V); tokens: int (n, T) with T >= 2.
-    """
-    # The targets are shifted instead of the logits: slicing (n, T, V) logits would copy them all.
-    targets = torch.nn.functional.pad(tokens[:, 1:], (0, 1), value=-100)  # the last position predicts nothing
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)

@@ -1,12 +1,14 @@
 """An LM run directory of this project (:mod:`ctxstair.lm.train`): one checkpoint per snapshot
 (``snapshots/step_XXXXXXXX.safetensors``), read through :class:`ctxstair.run.Run`, so every snapshot
-is checked against its SHA-256 on load; with ``models`` each carries the run's DecoderLM
-(``config.yaml``) with the snapshot's weights, in float32."""
+is checked against its SHA-256 on load; with ``models`` each carries the run's ``transformers``
+model (``config.yaml``: its family and sizes) with the snapshot's weights, in float32."""
 
 from __future__ import annotations
 
 import functools
 from pathlib import Path
+
+import torch
 
 from ctxstair.errors import InputError
 from ctxstair.lm.checkpoints.base import Checkpoint, Entry, built_model, weight_array
@@ -33,26 +35,9 @@ class RunSource:
 
     def _load(self, step: int, models: bool) -> Checkpoint:
         state = self.run.snapshot(step)  # checked against its SHA-256
-        if "W_E" not in state:
-            raise InputError(f"the snapshot of step {step} in {self.run.path} has no W_E tensor")
-        model, why = built_model(lambda: _decoder(self.run, state, step)) if models else (None, None)
-        return Checkpoint(f"{self.run.time_unit}_{step:08d}", step, weight_array(state["W_E"]), model, why)
-
-
-def _decoder(run: Run, state: dict, step: int):
-    """The float32 DecoderLM of the run with a snapshot's weights; InputError if the snapshot is not
-    that model's whole state."""
-    import torch
-
-    from ctxstair.models import DecoderLM
-
-    expected = DecoderLM(run.config.decoder_config(vocab_size=state["W_E"].shape[0])).state_dict()
-    missing = [name for name in expected if name not in state]
-    wrong = [name for name in expected if name in state and state[name].shape != expected[name].shape]
-    if missing or wrong or len(state) != len(expected):
-        example = (f"no {missing[0]}" if missing else f"{wrong[0]} of shape {tuple(state[wrong[0]].shape)}, not "
-                   f"{tuple(expected[wrong[0]].shape)}" if wrong else "tensors the model does not have")
-        raise InputError(f"the snapshot of step {step} is not the whole state of the DecoderLM that "
-                         f"{run.path / 'config.yaml'} describes ({len(missing)} tensors missing, {len(wrong)} of "
-                         f"another shape; {example})")
-    return run.model(state, torch.float32).eval()
+        self.run.refuse_retired_decoder(state)
+        key = self.run.config.model.embedding_key()
+        if key not in state:
+            raise InputError(f"the snapshot of step {step} in {self.run.path} has no {key} tensor (W_E)")
+        model, why = built_model(lambda: self.run.model(state, torch.float32)) if models else (None, None)
+        return Checkpoint(f"{self.run.time_unit}_{step:08d}", step, weight_array(state[key]), model, why)

@@ -201,7 +201,7 @@ class ModelView:
         (every rank joins) and the matrices are copies."""
         block = self.blocks[layer]
         with fsdp2.unsharded(block, self.model):
-            W_V, W_O = self.adapter.value_output(block.get_submodule(self.adapter.attention), self.model.config)
+            W_V, W_O = self.adapter.layout.value_output(block.get_submodule(self.adapter.attention), self.model.config)
             return (W_V.detach().clone(), W_O.detach().clone()) if self.sharded else (W_V, W_O)
 
 

@@ -30,6 +30,7 @@ from ctxstair.lm.schema import RHO_NEXT, RHO_NEXT_SPEARMAN
 from ctxstair.lm.semantics import word_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, rounded, series
+from ctxstair.run import Run
 
 #: Fewer group words than this and the most frequent eligible tokens are shown instead.
 MIN_WORDS = 4
@@ -58,7 +59,8 @@ def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
     if not (run_dir / "tokenizer.json").is_file():
         raise InputError(f"{run_dir / 'tokenizer.json'} not found: is {run_dir} a language-model run directory?")
     words, groups, ids = _word_groups(run_dir, TextTokenizer.load(run_dir / "tokenizer.json"))
-    E = np.stack([rundir.load_snapshot(run_dir, t)["W_E"][ids] for t in times]).astype(np.float64)  # (S, n, d)
+    key = Run(run_dir).config.model.embedding_key()  # W_E under the name its model family gives it
+    E = np.stack([rundir.load_snapshot(run_dir, t)[key][ids] for t in times]).astype(np.float64)  # (S, n, d)
     paths = pca_paths(E)
     return {
         "kind": "lm", "unit": "step", "title": _title(run_dir),

@@ -2,8 +2,9 @@
 outputs are added at once; without it, sequentially. Either way the summands are what passes the
 two residual dropouts. Query, key and value share one fused projection, per head."""
 
-from ctxstair.models.view.adapter import Adapter, fused_per_head
+from ctxstair.models.view.adapter import Adapter, FusedPerHead
 
 ADAPTER = Adapter(model_types=("gpt_neox",), blocks="gpt_neox.layers", final_norm="gpt_neox.final_layer_norm",
                   attention="attention", attention_summand="post_attention_dropout", mlp_summand="post_mlp_dropout",
-                  value_output=fused_per_head("query_key_value", "dense"))
+                  layout=FusedPerHead(),
+                  embedding="gpt_neox.embed_in.weight")

@@ -6,8 +6,9 @@ not touch values); OLMo (LayerNorm without weights); Gemma (its embedding module
 changes the pattern, not the layout).
 """
 
-from ctxstair.models.view.adapter import Adapter, separate_projections
+from ctxstair.models.view.adapter import Adapter, SeparateProjections
 
 ADAPTER = Adapter(model_types=("llama", "mistral", "qwen2", "qwen3", "olmo", "gemma", "smollm3"),
                   blocks="model.layers", final_norm="model.norm", attention="self_attn", attention_summand="self_attn",
-                  mlp_summand="mlp", value_output=separate_projections("v_proj", "o_proj"))
+                  mlp_summand="mlp", layout=SeparateProjections(),
+                  embedding="model.embed_tokens.weight")

@@ -4,8 +4,9 @@ The summands are the outputs of ``post_attention_layernorm`` and ``post_feedforw
 (in Llama the first name is the norm *before* the MLP; here it is after the attention).
 """
 
-from ctxstair.models.view.adapter import Adapter, separate_projections
+from ctxstair.models.view.adapter import Adapter, SeparateProjections
 
 ADAPTER = Adapter(model_types=("olmo2", "gemma2"), blocks="model.layers", final_norm="model.norm",
                   attention="self_attn", attention_summand="post_attention_layernorm",
-                  mlp_summand="post_feedforward_layernorm", value_output=separate_projections("v_proj", "o_proj"))
+                  mlp_summand="post_feedforward_layernorm", layout=SeparateProjections(),
+                  embedding="model.embed_tokens.weight")
