@@ -196,8 +196,8 @@ class Run:
                              f"{self.config.model.family} model")
         config = self.config.model_config(vocab_size=state[key].shape[0])
         model = causal_lm.build(config, causal_lm.gammas_of(self.config.model.init), self.config.train.seed)
-        model = causal_lm.load_state(model.to(dtype) if dtype is not None else model, state, f"a snapshot of {self.path}")
-        return model.eval()
+        model = model.to(dtype) if dtype is not None else model
+        return causal_lm.load_state(model, state, f"a snapshot of {self.path}").eval()
 
     def refuse_retired_decoder(self, state: dict) -> None:
         """InputError (one line: how to train it again) when ``state``, a snapshot of an LM run, holds

@@ -18,8 +18,8 @@ statistics:
 * :func:`path_shares` — each path's share of the embedding update of a decoder (SPEC §6.4).
 
 The last two take a decoder LM — a ``transformers`` model of any family with a view
-(:func:`ctxstair.models.view.view_of`), measured as it is, or our runs'
-:class:`~ctxstair.models.DecoderLM` — and a sample of windows. These are the
+(:func:`ctxstair.models.view.view_of`), measured as it is (our runs train such models) — and a
+sample of windows. These are the
 primitives; :mod:`ctxstair.lm.staircase` composes them into the one measurement that the LM run's
 analysis, ``ctxstair analyze-model`` and the monitor call.
 

@@ -5,9 +5,9 @@
 Read top to bottom: the corpus is tokenised (a byte-level BPE trained on it, or GPT-2's vocabulary)
 and cut into windows of ``corpus.window`` tokens, 5 % of them held out; the model is a
 ``transformers`` causal LM of ``model.family`` (``llama`` by default: pre-norm RMSNorm, SwiGLU,
-RoPE, untied embeddings; :mod:`ctxstair.models.causal_lm`) with γ-init by role; AdamW with linear warm-up and cosine decay to
-``train.final_lr_fraction`` of the peak; every step draws a batch of windows from a seeded
-generator. At log-spaced steps the whole model is saved (``snapshots/step_XXXXXXXX.safetensors``)
+RoPE, untied embeddings; :mod:`ctxstair.models.causal_lm`) with γ-init by role; AdamW with linear
+warm-up and cosine decay to ``train.final_lr_fraction`` of the peak; every step draws a batch of
+windows from a seeded generator. At log-spaced steps the whole model is saved (``snapshots/step_XXXXXXXX.safetensors``)
 with the held-out loss, and a checkpoint (model, optimizer, generator, step) that ``resume``
 continues from with the same numbers as an uninterrupted run.
 
@@ -22,9 +22,9 @@ generator stays on the CPU, so the data order does not depend on the device. Sta
 batch and trains on its slice, and only rank 0 writes to the run directory.
 
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
-initial std of every part of every matrix, by γ role), ``metrics.jsonl`` (``step, loss, lr`` and ``val_loss`` at snapshots),
-``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``lm_analysis.csv`` and
-``lm_tokens.json``.
+initial std of every part of every matrix, by γ role), ``metrics.jsonl`` (``step, loss, lr`` and
+``val_loss`` at snapshots), ``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`)
+adds ``lm_analysis.csv`` and ``lm_tokens.json``.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import torch
 from ctxstair.models.activations import activation_fn
 from ctxstair.models.attention import AttentionEnsemble
 from ctxstair.models.cbow import CBOWEnsemble
-from ctxstair.models.decoder import DecoderConfig, DecoderLM, next_token_loss
 from ctxstair.models.init import MemberSpec, gamma_normal_, member_specs, realised_std, resolve_gamma
+from ctxstair.models.loss import next_token_loss
 
 if TYPE_CHECKING:
     from ctxstair.config import RunConfig
@@ -41,6 +41,6 @@ def build_ensemble(cfg: RunConfig, dataset: Dataset) -> Ensemble:
     return importlib.import_module(f"ctxstair.models.{cfg.model.kind}").from_config(cfg, dataset)
 
 
-__all__ = ["AttentionEnsemble", "CBOWEnsemble", "DecoderConfig", "DecoderLM", "Ensemble", "MemberSpec",
+__all__ = ["AttentionEnsemble", "CBOWEnsemble", "Ensemble", "MemberSpec",
            "activation_fn", "build_ensemble", "gamma_normal_", "member_specs", "next_token_loss", "realised_std",
            "resolve_gamma"]

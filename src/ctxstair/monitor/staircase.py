@@ -11,7 +11,7 @@ analysis compute, with the same code:
 * ``rho_next``, ``rho_next_spearman`` — over V = the model's number of embedding rows;
 * ``probe_heldout_mse``, ``probe_shuffled_mse`` — the prefix probe and its shuffled control;
 * for a model with a view (:mod:`ctxstair.models.view`: a ``transformers`` model of a supported
-  family, or a :class:`~ctxstair.models.DecoderLM`): ``attention_path_corr/<layer>``,
+  family): ``attention_path_corr/<layer>``,
   ``attention_path_null/<layer>`` and ``path_share/<path>`` on the setup's fixed sample of windows,
   computed on the model itself where it is, by hooks and autograd.
 
@@ -214,8 +214,8 @@ class StaircaseMonitor:
         """The measurements of the module docstring for ``model`` in its current state.
 
         Args:
-            model: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``), a
-                :class:`~ctxstair.models.DecoderLM`, or any module with a ``W_E`` attribute (V, d)
+            model: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``) or any module
+                with a ``W_E`` attribute (V, d)
                 (a TransformerLens ``HookedTransformer``); wrapped in ``DistributedDataParallel``
                 or ``torch.compile`` is fine. On any device, in any float dtype. Sharded by FSDP2
                 (``fully_shard``), FSDP1 (``FullyShardedDataParallel``: pass the wrapper it returned,

@@ -2,8 +2,8 @@
 
 The final residual stream of a decoder is a sum of summands ``c_j`` (``embed``, ``attn.ℓ``,
 ``mlp.ℓ``; ``pos`` for learned positions), read off the model itself by its view
-(:func:`ctxstair.models.view.view_of`: any supported ``transformers`` family, or our
-:class:`~ctxstair.models.decoder.DecoderLM`), each a function of ``W_E``. With the upstream gradient
+(:func:`ctxstair.models.view.view_of`: any supported ``transformers`` family), each a function
+of ``W_E``. With the upstream gradient
 ``G = ∂objective/∂stream`` (n, T, d), the chain rule splits the embedding gradient exactly:
 
     ∇_{W_E} objective = Σ_j (∂c_j/∂W_E)^T G  [+ unembed]     (one vector-Jacobian product per summand)
@@ -30,7 +30,7 @@ import torch
 
 from ctxstair.checks import check_id_subset, check_sequences
 from ctxstair.errors import InputError
-from ctxstair.models.decoder import DecoderLM, next_token_loss
+from ctxstair.models.loss import next_token_loss
 from ctxstair.models.view import view_of
 
 __all__ = ["DECODER_OBJECTIVES", "decoder_embedding_paths", "direct_path_prediction"]
@@ -44,9 +44,9 @@ def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objectiv
     """Embedding gradient of ``objective`` split into the paths of the residual stream (SPEC §6.4).
 
     Args:
-        model: a decoder with a view (:func:`ctxstair.models.view.view_of`): a ``transformers``
-            causal LM of a supported family or a :class:`~ctxstair.models.decoder.DecoderLM`, on any
-            device; its own dtype is used (float64 for exact sums).
+        model: a ``transformers`` causal LM of a family with a view
+            (:func:`ctxstair.models.view.view_of`), on any device; its own dtype is used (float64
+            for exact sums).
         tokens: int (n, T) windows, 2 <= T <= the model's positions.
         objective: ``loss`` (−mean next-token cross-entropy) or ``label`` (mean next-token logit).
         full: also return ``full``, the plain autograd gradient of ``W_E`` (one more backward pass).
@@ -113,25 +113,28 @@ def _requiring_grad(weight: torch.nn.Parameter):
         weight.requires_grad_(before)
 
 
-def direct_path_prediction(model: DecoderLM, r_nt: np.ndarray, phi_nt: np.ndarray, objective: str = "loss",
+def direct_path_prediction(model: torch.nn.Module, r_nt: np.ndarray, phi_nt: np.ndarray, objective: str = "loss",
                            tokens: np.ndarray | None = None) -> np.ndarray:
     """Early-training prediction of the direct (``embed``) path from the next-token signature.
 
     Assumption (small initialization): attention and MLP outputs are negligible against the
-    embedding, so the final stream at a position holding α is ``w_α = W_E[α]``. Then the logits
-    there are ``W_U n(w_α)`` with ``n = RMSNorm_final`` (weight g, eps ε), the same at every
-    occurrence of α, and summing the upstream gradient over the occurrences at s < T-1 gives
+    embedding, so the final stream at a position holding α is the embedding summand ``e_α`` (the
+    row ``W_E[α]``, scaled where the family scales it, as Gemma does; GPT-2's position embeddings
+    are left out too). Then the logits there are ``ℓ_α = head(norm(e_α))``, the model's own final
+    norm and unembedding (and any soft-capping of its logits), the same at every occurrence of α,
+    and summing the upstream gradient over the occurrences at s < T-1 gives
 
-        loss:   r^nt_α J_α^T W_U^T (φ^{y;nt}_α − p_α),   p_α = softmax(W_U n(w_α))
-        label:  r^nt_α J_α^T W_U^T φ^{y;nt}_α
+        loss:   r^nt_α (∂ℓ_α/∂W_E[α])^T (φ^{y;nt}_α − p_α),   p_α = softmax(ℓ_α)
+        label:  r^nt_α (∂ℓ_α/∂W_E[α])^T φ^{y;nt}_α
 
-    with the RMSNorm Jacobian ``J_α = Diag(g) (I/ρ_α − w_α w_α^T / (d ρ_α³))``,
-    ``ρ_α = sqrt(|w_α|²/d + ε)`` (for ε → 0: ``Diag(g)/ρ_α (I − ŵ_α ŵ_α^T)``). Under the assumption
-    this is the direct path exactly, not just its direction (SPEC §6.4: direct path ∝
-    ``r^nt_α W_U^T φ^{y;nt}_α``). It uses the signature and the current weights only.
+    — for an RMSNorm and a linear head, ``r^nt_α J_α^T W_U^T (φ − p)`` with the norm's Jacobian
+    ``J_α``. Under the assumption this is the direct path exactly, not just its direction (SPEC
+    §6.4: direct path ∝ ``r^nt_α W_U^T φ^{y;nt}_α``). It uses the signature and the current weights
+    only: one pass of the model on windows of one token each, its final norm fed the embedding
+    summand (a forward pre-hook), and one vector-Jacobian product.
 
     Args:
-        model: the decoder (its ``W_E``, ``W_U`` and final norm are read).
+        model: a decoder with a view (:func:`ctxstair.models.view.view_of`), in its dtype.
         r_nt: float (V,) from :func:`ctxstair.signatures.next_token_occurrence`.
         phi_nt: float (len(tokens), V) from :func:`ctxstair.signatures.next_token_signature` over
             all labels.
@@ -142,23 +145,36 @@ def direct_path_prediction(model: DecoderLM, r_nt: np.ndarray, phi_nt: np.ndarra
         float64 (len(tokens), d): the predicted direct path of each token.
     """
     _check_objective(objective)
-    V, d = model.W_E.shape
+    view = view_of(model)
+    V, W_E = view.vocab_size, view.embedding
     tokens = check_id_subset(tokens, V, "tokens")
     r_nt, phi_nt = np.asarray(r_nt, dtype=np.float64), np.asarray(phi_nt, dtype=np.float64)
     if r_nt.shape != (V,) or phi_nt.shape != (tokens.size, V):
         raise InputError(f"r_nt must have shape ({V},) and phi_nt ({tokens.size}, {V}) (all labels), "
                          f"got {r_nt.shape} and {phi_nt.shape}")
-    with torch.no_grad():
-        w = model.W_E.detach().double().cpu()[torch.from_numpy(tokens)]  # (k, d)
-        W_U = model.W_U.detach().double().cpu()  # (V, d)
-        g = model.ln_final.weight.detach().double().cpu()  # (d,)
-        rho = torch.sqrt(w.pow(2).mean(-1, keepdim=True) + model.ln_final.eps)  # (k, 1)
-        target = torch.from_numpy(phi_nt)  # (k, V)
-        if objective == "loss":
-            target = target - torch.softmax((g * w / rho) @ W_U.T, dim=-1)
-        u = g * (target @ W_U)  # Diag(g) W_U^T (φ − p), (k, d)
-        J_T_u = u / rho - w * (w * u).sum(-1, keepdim=True) / (d * rho**3)  # (k, d)
-        return (torch.from_numpy(r_nt[tokens])[:, None] * J_T_u).numpy()
+    ids = torch.from_numpy(tokens).to(W_E.device)
+    summand: dict[str, torch.Tensor] = {}
+
+    def keep(module, args, output):
+        summand["embed"] = output
+
+    def embedding_alone(module, args):  # the final norm reads the embedding summand, not the stream
+        return (summand["embed"], *args[1:])
+
+    handles = [model.get_input_embeddings().register_forward_hook(keep),
+               model.get_submodule(view.adapter.final_norm).register_forward_pre_hook(embedding_alone)]
+    try:
+        with torch.enable_grad(), _requiring_grad(W_E):
+            logits = model(input_ids=ids[:, None]).logits[:, 0]  # (k, V): windows of one token each
+            target = torch.from_numpy(phi_nt).to(logits)
+            if objective == "loss":
+                target = target - torch.softmax(logits.detach(), dim=-1)
+            weight = torch.from_numpy(r_nt[tokens]).to(logits)[:, None]
+            (grad,) = torch.autograd.grad((logits * (weight * target)).sum(), W_E)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return grad[ids].to(torch.float64).cpu().numpy()
 
 
 def _check_objective(objective: str) -> None:

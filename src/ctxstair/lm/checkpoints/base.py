@@ -35,8 +35,8 @@ class Checkpoint:
         W_E: (V, d) input-embedding rows, float32 (float64 if stored so; bf16 and fp16 as float32);
             V may exceed the tokenizer's vocabulary (padded embedding matrices).
         model: with ``models=True``, the whole network in float32 and eval mode, as it is — a
-            ``transformers`` causal LM of a family with a view (:mod:`ctxstair.models.view`), or the
-            :class:`~ctxstair.models.DecoderLM` of one of our runs; else None.
+            ``transformers`` causal LM of a family with a view (:mod:`ctxstair.models.view`) — our
+            runs' models are such models too —; else None.
         no_model: why ``model`` is None (None when it is not, or when models were not asked for).
         info: what the source records of where the weights came from (a Hub revision's ``commit``
             and how its ``weights`` were read).

@@ -8,11 +8,11 @@ itself, where it is (any device, its own dtype), through its view (:mod:`ctxstai
 forward passes and vector-Jacobian products that leave its weights, ``.grad`` fields and random
 streams as they were. A model sharded across processes is read by collectives every rank joins:
 
-* FSDP2, a ``transformers`` model: measured in place too. Every rank gets the rows and runs the path
+* FSDP2: measured in place too. Every rank gets the rows and runs the path
   measures on the sharded model (each forward pass gathers one unit at a time, as in training), so
   no rank ever holds more than one unit whole;
-* ZeRO-3, FSDP1, and our own DecoderLM under FSDP2: a float32 CPU copy of the network is built from
-  the gathered state — under ZeRO-3 and FSDP2 on every rank, to count a share of the attention
+* ZeRO-3 and FSDP1: a float32 CPU copy of the network is built from
+  the gathered state — under ZeRO-3 on every rank, to count a share of the attention
   paths; under FSDP1 on rank 0 alone (:mod:`ctxstair.lm.checkpoints.sharded`).
 """
 
@@ -96,7 +96,7 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
     """The :class:`LiveWeights` of a model in memory: its embedding rows of ``tokens`` and, with
     ``paths``, the network to measure (module docstring), or why not.
 
-    ``model``: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``), a DecoderLM, or any
+    ``model``: a Hugging Face ``PreTrainedModel`` (``get_input_embeddings()``) or any
     module with a ``W_E`` attribute (V, d) (a TransformerLens ``HookedTransformer``); wrapped in
     ``DistributedDataParallel``, ``torch.compile``, FSDP1's ``FullyShardedDataParallel`` or a DeepSpeed
     engine is fine; any device, any float dtype. ``root``: the wrapper the training holds ``model`` in
@@ -107,16 +107,11 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
     0 gets the rows. The others get None; or, with ``paths``, under FSDP2 the rows and the sharded
     model itself (``collective``), under ZeRO-3 the copy without rows (``shared``), to count their
     share of the attention paths. A model that is whole here is read by whoever calls."""
-    from ctxstair.models import DecoderLM
-
     root = sharded.fsdp1_root(model if root is None else root)
     model = unwrap(model)
     kind = sharded.sharding(model, root)
     copy, why = None, None
-    if isinstance(model, DecoderLM):
-        owner, name = model, "W_E"
-        copy = functools.partial(_decoder, model.cfg)
-    elif callable(getattr(model, "get_input_embeddings", None)) and hasattr(model, "config"):
+    if callable(getattr(model, "get_input_embeddings", None)) and hasattr(model, "config"):
         try:
             owner, name = model.get_input_embeddings(), "weight"
             owner.weight  # noqa: B018 - the error of a model without one, before any gather
@@ -127,12 +122,12 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
         copy = None if why else functools.partial(model_from_state, model.config, where="the gathered state")
     elif getattr(model, "W_E", None) is not None:
         owner, name = model, "W_E"
-        why = f"{NO_VIEW} for {type(model).__name__}: neither a DecoderLM nor a Hugging Face causal LM"
+        why = f"{NO_VIEW} for {type(model).__name__}: not a Hugging Face causal LM"
     else:
         raise InputError(f"{type(model).__name__} has no input embeddings: pass a Hugging Face PreTrainedModel "
-                         "(get_input_embeddings()), a ctxstair DecoderLM, or a module with a W_E attribute (V, d)")
+                         "(get_input_embeddings()) or a module with a W_E attribute (V, d)")
     measured = paths and copy is not None
-    in_place = kind is None or (kind == sharded.FSDP2 and not isinstance(model, DecoderLM))
+    in_place = kind in (None, sharded.FSDP2)
     collective = measured and kind is not None and in_place
     keep = kind is None or sharded.measuring() or collective
     V, rows = sharded.embedding_rows(owner, name, torch.from_numpy(tokens), kind, root, keep)
@@ -145,11 +140,3 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
     network = None if not measured else model if in_place else copy(state)
     return LiveWeights(V, rows, network, why if paths else None, shared, collective)
 
-
-def _decoder(cfg, state: dict):
-    """A float32 CPU DecoderLM of ``cfg`` holding ``state``, in eval mode."""
-    from ctxstair.models import DecoderLM
-
-    decoder = DecoderLM(cfg)
-    decoder.load_state_dict(state)
-    return decoder.eval()

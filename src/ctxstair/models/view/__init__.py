@@ -12,8 +12,7 @@ The measurements never convert a model. They ask its view for
 * :meth:`ModelView.value_output` — ``(W_V, W_O)`` of a layer (:mod:`ctxstair.models.view.adapter`).
 
 A ``transformers`` model is read through the adapter of its ``model_type``
-(:mod:`ctxstair.models.view.families`); our :class:`~ctxstair.models.DecoderLM` through
-:class:`DecoderView`. A model of another family gets no view: :func:`adapter_of` refuses it with
+(:mod:`ctxstair.models.view.families`). A model of another family gets no view: :func:`adapter_of` refuses it with
 one line naming the families and the file that adds one.
 """
 
@@ -29,9 +28,8 @@ import torch
 from ctxstair.errors import InputError
 from ctxstair.models.view import fsdp2
 from ctxstair.models.view.adapter import Adapter
-from ctxstair.models.view.decoder import DecoderView
 
-__all__ = ["DecoderView", "Forward", "ModelView", "adapter_of", "supported_families", "view_of"]
+__all__ = ["Forward", "ModelView", "adapter_of", "supported_families", "view_of"]
 
 
 class Forward(NamedTuple):
@@ -42,7 +40,7 @@ class Forward(NamedTuple):
         stream: (n, T, d) the final residual stream, as the final norm reads it.
         logits: (n, T, V) the model's output.
         head_input, head_output: (n, T, d) and (n, T, V'): what the unembedding read and wrote
-            (None for :class:`DecoderView`, whose unembedding is never tied).
+            (None for a model without an unembedding module).
         embedding: the ``W_E`` tensor the pass read: the model's parameter, or, under FSDP2, the
             whole tensor gathered for this pass (gradients are taken with respect to it).
     """
@@ -217,15 +215,10 @@ def _eager_attention(config) -> Iterator[None]:
         config._attn_implementation = before
 
 
-def view_of(model: torch.nn.Module) -> ModelView | DecoderView:
-    """The view of a ``transformers`` causal LM or a :class:`~ctxstair.models.DecoderLM`; InputError
-    (one line) for a model of a family without an adapter or another kind of module."""
-    from ctxstair.models.decoder import DecoderLM
-
-    if isinstance(model, DecoderLM):
-        return DecoderView(model)
+def view_of(model: torch.nn.Module) -> ModelView:
+    """The view of a ``transformers`` causal LM; InputError (one line) for a model of a family without
+    an adapter or another kind of module."""
     if hasattr(model, "config") and callable(getattr(model, "get_input_embeddings", None)):
         return ModelView(model)
-    raise InputError(f"{type(model).__name__} is neither a Hugging Face causal LM nor a ctxstair DecoderLM: "
-                     "the attention-path and path-share measures need one of them")
-
+    raise InputError(f"{type(model).__name__} is not a Hugging Face causal LM: the attention-path and path-share "
+                     "measures need one")
