@@ -43,6 +43,10 @@ def register(commands) -> None:
     parser.add_argument("--stats", type=Path, default=None,
                         help="a statistics directory (ctxstair corpus count) instead of --corpus: its counts and "
                              "window sample, counted with the model's tokenizer")
+    parser.add_argument("--run-windows", type=Path, default=None,
+                        help="an LM run directory of ours whose training windows and analysis settings replace "
+                             "--corpus, as for the run itself: its exported model RUN/hf_model gives the run's "
+                             "own numbers")
     parser.add_argument("--k", type=int, default=None,
                         help=f"number of eligible tokens: the most frequent word-like ones "
                              f"(default {DEFAULT_K}{_OURS})")
@@ -123,7 +127,8 @@ def analyze_model_command(args: argparse.Namespace) -> None:
         for line in [] if before else _path_lines(row):
             print(f"    {line}")
 
-    result = analyze_model(args.model, args.corpus, stats=args.stats, window=args.window, max_tokens=args.max_tokens,
+    result = analyze_model(args.model, args.corpus, stats=args.stats, run_windows=args.run_windows, window=args.window,
+                           max_tokens=args.max_tokens,
                            revisions=args.revisions, out=args.out, resume=args.resume, force=args.force,
                            keep_flagged=args.keep_flagged, evict_measured=args.evict_measured,
                            on_start=lambda source, setup: _print_header(args, setup, source), on_row=finished,
@@ -140,7 +145,9 @@ def analyze_model_command(args: argparse.Namespace) -> None:
 def _print_header(args: argparse.Namespace, setup, source) -> None:
     """The model, the corpus and its token set, and what is done about the path measures."""
     corpus = setup.corpus
-    where = args.corpus or (f"the statistics {args.stats}" if args.stats else "its own training windows")
+    where = args.corpus or (f"the statistics {args.stats}" if args.stats else
+                            f"the training windows of {args.run_windows}" if args.run_windows else
+                            "its own training windows")
     print(f"{args.model} on {where}: {corpus['windows'] * corpus['window']:,} tokens in {corpus['windows']:,} "
           f"windows, {setup.tokens.size} eligible tokens")
     if getattr(source, "revisions", None):

@@ -1,13 +1,14 @@
 """``ctxstair bench``: run the scripts of ``benchmarks/`` and print one table of
 their headline numbers.
 
-    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead, decoder,
-                                      # memory, reproducible, monitor, explorer (≈ 13 min)
+    ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead,
+                                      # lm_throughput, memory, reproducible, monitor, explorer (≈ 20 min)
     ctxstair bench --only ensemble    # one of them
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
 command reads the headline numbers out of that output (per-workload medians, the ensemble speed-up
-and matmul fraction, the analysis overhead, the peak heap of the corpus stages at 5 M and 50 M
+and matmul fraction, the analysis overhead, ``lm train``'s training throughput against the trainer
+before and against a plain Hugging Face loop, the peak heap of the corpus stages at 5 M and 50 M
 tokens, the cost of reproducible mode, what the staircase monitor adds to a Trainer run, the
 explorer page's size and speed).
 ``benchmarks/`` is not part of the installed package, so the command needs a source checkout of the
@@ -70,12 +71,14 @@ def _overhead(output: str) -> list[tuple[str, str]]:
             ("LM analysis / training (`lm train`, synthetic corpus)", lm.group(1) if lm else "?")]
 
 
-def _decoder(output: str) -> list[tuple[str, str]]:
-    """Llama's step time over ours per setting, and the LM trainer's tokens per second."""
-    rows = [(f"DecoderLM speed-up over LlamaForCausalLM (sdpa), {row[0]}", row[3])
-            for row in _table(output) if row[3].endswith("×")]
-    rate = re.search(r"([\d,]+) training tokens/s", output)
-    return rows + [("`ctxstair lm train` training tokens/s", rate.group(1) if rate else "?")]
+def _lm_throughput(output: str) -> list[tuple[str, str]]:
+    """``lm train`` now over ``lm train`` before (tokens/s) per setting, and a plain Hugging Face
+    loop's step time over the trainer's per setting and family (``benchmarks/lm_throughput.py``)."""
+    sections = {part[:3]: part for part in re.split(r"^(?=\([ab]\) )", output, flags=re.M)}
+    rows = [(f"`lm train` now (transformers llama) / before (DecoderLM), tokens/s, {row[0]} (target ≥ 1.0×)",
+             row[3].replace("**", "")) for row in _table(sections.get("(a)", ""))]
+    return rows + [(f"plain HF loop step / `lm train` step, {row[1]}, {row[0]} (target ≥ 0.98×)",
+                    row[4].replace("**", "")) for row in _table(sections.get("(b)", ""))]
 
 
 def _memory(output: str) -> list[tuple[str, str]]:
@@ -113,7 +116,7 @@ def _explorer(output: str) -> list[tuple[str, str]]:
 #: Benchmark name -> headline numbers read from its output; run in this order.
 HEADLINES: dict[str, Callable[[str], list[tuple[str, str]]]] = {
     "signatures": _medians, "corpus_signatures": _medians, "ensemble": _ensemble, "analysis_overhead": _overhead,
-    "decoder": _decoder, "memory": _memory, "reproducible": _reproducible, "monitor": _monitor,
+    "lm_throughput": _lm_throughput, "memory": _memory, "reproducible": _reproducible, "monitor": _monitor,
     "explorer": _explorer}
 
 

@@ -111,10 +111,13 @@ class LMTrainConfig:
 
 @dataclass
 class LMSnapshotConfig:
-    """Snapshot steps: ``log_points`` log-spaced steps up to ``every``, then every ``every`` steps."""
+    """Snapshot steps: ``log_points`` log-spaced steps up to ``every``, then every ``every`` steps.
+    The final model is also written as a Hugging Face folder (``hf_model/``); with ``export`` every
+    snapshot is too (``hf_snapshots/step_XXXXXXXX/``, :mod:`ctxstair.lm.export`)."""
 
     log_points: int = 24
     every: int = 250
+    export: bool = False
 
 
 @dataclass

@@ -223,7 +223,8 @@ def series_checks(source: Source, rows: list[dict], keep_flagged: bool = False) 
 
 # long: the checks and the order (refuse, open, set up, claim, measure, write) are the command's contract
 def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: str | None = None,
-                  stats: str | os.PathLike | None = None, window: int = WINDOW,
+                  stats: str | os.PathLike | None = None, run_windows: str | os.PathLike | None = None,
+                  window: int = WINDOW,
                   max_tokens: int = MAX_TOKENS, revisions: str | None = None, out: str | os.PathLike | None = None,
                   resume: bool = False, force: bool = False, keep_flagged: bool = False, evict_measured: bool = False,
                   on_start: Callable[[Source, StaircaseSetup], None] | None = None,
@@ -241,6 +242,9 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
         text: the corpus's text itself instead (``corpus`` then only names it).
         stats: a statistics directory (``ctxstair corpus count``) instead of a corpus: its counts and
             window sample, counted with the model's tokenizer (others are refused) for these settings.
+        run_windows: an LM run directory of ours whose training windows and analysis settings are
+            used instead of a corpus, as for the run itself: its exported model
+            (``RUN/hf_model``, :mod:`ctxstair.lm.export`) then gives the run's own numbers.
         window, max_tokens: the corpus's windows (:func:`text_setup`).
         revisions: Hub model only: ``step0,step1000`` or ``log:N``
             (:func:`ctxstair.lm.checkpoints.hub.parse_revisions`).
@@ -282,9 +286,13 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     if stats is not None and (corpus is not None or text is not None):
         raise InputError("give a corpus or a statistics directory, not both")
     own = corpus is None and text is None and stats is None
-    if own and rundir.directory_kind(model) != rundir.LM_RUN:
-        raise InputError(f"a corpus is needed for {model}: only an LM run directory of ours brings its own")
-    settings = dataclasses.replace(settings_of(Run(model).config) if own else StaircaseSettings(), **settings)
+    if run_windows is not None and not own:
+        raise InputError("give the training windows of a run, a corpus or a statistics directory: one of them")
+    windows_of = model if run_windows is None else run_windows
+    if own and rundir.directory_kind(windows_of) != rundir.LM_RUN:
+        raise InputError(f"{windows_of} is not an LM run directory of ours: give a corpus" if run_windows is not None
+                         else f"a corpus is needed for {model}: only an LM run directory of ours brings its own")
+    settings = dataclasses.replace(settings_of(Run(windows_of).config) if own else StaircaseSettings(), **settings)
     if stats is not None:
         from ctxstair.corpus import read_stats
 
@@ -293,7 +301,8 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     else:
         if text is None and not own:
             text = load_text(corpus)
-        record = corpus_record(corpus or ("the run's corpus" if own else "text"), text, window, max_tokens)
+        own_name = "the run's corpus" if run_windows is None else f"the training windows of {run_windows}"
+        record = corpus_record(corpus or (own_name if own else "text"), text, window, max_tokens)
     stored = series_settings(source_identity(model, names), record, settings)
     same = check_same_series(stored)
     if out is not None:
@@ -303,7 +312,7 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     if stats is not None:
         setup = StaircaseSetup.from_stats(stats, settings, tokenizer=source.tokenizer, vocab_size=source.vocab_rows)
     elif text is None:
-        setup = run_setup(source.run, settings)
+        setup = run_setup(Run(windows_of), settings)
     else:
         setup = text_setup(source, text, settings, window, max_tokens)
     if on_start is not None:

@@ -23,8 +23,8 @@ batch and trains on its slice, and only rank 0 writes to the run directory.
 
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
 initial std of every part of every matrix, by γ role), ``metrics.jsonl`` (``step, loss, lr`` and
-``val_loss`` at snapshots), ``snapshots/``; the analysis (:mod:`ctxstair.analysis.lm_staircase`)
-adds ``lm_analysis.csv`` and ``lm_tokens.json``.
+``val_loss`` at snapshots), ``snapshots/``, the final model as a Hugging Face folder ``hf_model/`` (:mod:`ctxstair.lm.export`);
+the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``lm_analysis.csv`` and ``lm_tokens.json``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.io import atomic_write_text
 from ctxstair.lm import sharding
+from ctxstair.lm.export import export_run
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import corpus_windows, sample_indices, split_indices
 from ctxstair.models import causal_lm
@@ -165,6 +166,8 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
     tokenizer, windows, resumed = _prepare_ranks(run, ranks, resume, force)
     if resumed and not run.has_checkpoint() and any(r["step"] == cfg.train.steps and "val_loss" in r
                                                     for r in run.metric_rows()):
+        if lead:  # trained; a run killed while it exported gets its folders now
+            export_run(run, cfg.snapshots.export, missing_only=True)
         return out  # already complete
     train, val = split_indices(len(windows), cfg.train.seed, cfg.train.val_windows)
     model = build_model(cfg, tokenizer.vocab_size).to(ranks.device)
@@ -216,6 +219,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
                 raise _divergence(run, model, step, rows, lead, sharded)
     if lead:
         run.write_metrics(rows)
+        export_run(run, cfg.snapshots.export)
         run.finish(time.perf_counter() - started)
     if ranks.world > 1:
         dist.barrier()  # the run directory is complete when any rank returns
