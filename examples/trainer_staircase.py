@@ -27,8 +27,7 @@ import torch
 from ctxstair.lm.corpus import load_text
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import make_windows
-from ctxstair.models import DecoderConfig, DecoderLM
-from ctxstair.models.decoder_hf import to_hf
+from ctxstair.models import causal_lm
 from ctxstair.monitor import StaircaseMonitor, attach, monitor_tokens
 
 
@@ -54,12 +53,13 @@ def corpus_windows(text: str, vocab_size: int, window: int, max_tokens: int) -> 
 
 def small_llama(vocab_size: int, window: int, d_model: int, n_layers: int, gamma: float, gamma_blocks: float,
                 seed: int = 0):
-    """A ``LlamaForCausalLM`` holding a γ-initialised :class:`~ctxstair.models.DecoderLM` (untied, no
-    biases; heads of 16 dimensions, MLP 4 d): the framework's own init would be std 0.02 everywhere."""
-    cfg = DecoderConfig(vocab_size=vocab_size, d_model=d_model, n_layers=n_layers, n_heads=max(1, d_model // 16),
-                        head_dim=min(16, d_model), d_mlp=4 * d_model, max_seq_len=window, gamma=gamma,
-                        gamma_qk=gamma_blocks, gamma_ov=gamma_blocks, gamma_mlp=gamma_blocks, seed=seed)
-    return to_hf(DecoderLM(cfg))
+    """A ``LlamaForCausalLM`` γ-initialised by role as ``ctxstair lm train`` draws it
+    (:mod:`ctxstair.models.causal_lm`; untied, no biases; heads of 16 dimensions, MLP 4 d): the
+    framework's own init would be std 0.02 everywhere."""
+    sizes = {"d_model": d_model, "n_layers": n_layers, "n_heads": max(1, d_model // 16), "head_dim": min(16, d_model),
+             "d_mlp": 4 * d_model}
+    gammas = {"embedding": gamma, "unembedding": gamma, "qk": gamma_blocks, "ov": gamma_blocks, "mlp": gamma_blocks}
+    return causal_lm.build(causal_lm.family_config("llama", vocab_size, window, sizes), gammas, seed)
 
 
 def build_trainer(args: argparse.Namespace, tokenizer: TextTokenizer, windows: np.ndarray, monitored: bool = True):

@@ -1,6 +1,8 @@
 """Tiny random causal LMs of every family the model view supports, built offline from ``transformers``
 configs (vocabulary 64, width 32, 2 layers), with weights redrawn so that every part — biases, norm
-weights, grouped key/value heads — carries signal. Shared by the view's tests and analyze-model's."""
+weights, grouped key/value heads — carries signal. Shared by the view's tests and analyze-model's.
+And the model ``ctxstair lm train`` builds, tiny (:func:`lm_train_model`), for the tests of what
+measures a trained network."""
 
 from __future__ import annotations
 
@@ -58,3 +60,16 @@ def family_model(family: str, seed: int = 0, dtype: torch.dtype = torch.float64,
                 fan_in = p.shape[0] if family == "gpt2" and "wte" not in name and "wpe" not in name else p.shape[-1]
                 p.copy_(noise * 1.5 * fan_in**-0.5)
     return model.eval()
+
+
+def lm_train_model(vocab_size: int, family: str = "llama", positions: int = 32, d_model: int = 16, n_layers: int = 2,
+                   n_heads: int = 2, head_dim: int = 8, d_mlp: int = 32, gamma: float = 1.0, seed: int = 0,
+                   dtype: torch.dtype = torch.float32) -> transformers.PreTrainedModel:
+    """The model ``ctxstair lm train`` builds (:mod:`ctxstair.models.causal_lm`: the family's config
+    with these sizes, every role γ-initialised with ``gamma`` from ``seed``), in ``dtype``, in
+    training mode as built."""
+    from ctxstair.models import causal_lm
+
+    sizes = {"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads, "head_dim": head_dim, "d_mlp": d_mlp}
+    config = causal_lm.family_config(family, vocab_size, positions, sizes)
+    return causal_lm.build(config, dict.fromkeys(causal_lm.ROLES, gamma), seed).to(dtype)

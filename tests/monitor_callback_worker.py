@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from family_models import lm_train_model
 
-from ctxstair.models import DecoderConfig, DecoderLM
-from ctxstair.models.decoder_hf import to_hf
+from ctxstair.models import next_token_loss
 from ctxstair.monitor import StaircaseMonitor
 
 VOCAB, WINDOW, STEPS = 51, 16, 4
@@ -34,8 +34,8 @@ ON_CUDA = os.environ.get("CTXSTAIR_TEST_DEVICE") == "cuda"
 
 
 def llama():
-    return to_hf(DecoderLM(DecoderConfig(vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2, head_dim=8,
-                                         d_mlp=32, max_seq_len=WINDOW, seed=0)))
+    """A small Llama as ``ctxstair lm train`` builds it (γ-initialised, untied)."""
+    return lm_train_model(VOCAB, positions=WINDOW)
 
 
 class Windows(torch.utils.data.Dataset):
@@ -102,7 +102,6 @@ def lightning(how: str):
         from torch.distributed.fsdp import fully_shard
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-        from ctxstair.models.decoder import next_token_loss
         from ctxstair.monitor import StaircaseLightningCallback
 
         class Module(pl.LightningModule):

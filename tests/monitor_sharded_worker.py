@@ -1,8 +1,8 @@
 """One process of the sharded monitor runs of tests/test_monitor_sharded.py (started by torchrun).
 
 For each wrapper named on the command line (``fsdp2``, ``fsdp1``, ``zero3``: DeepSpeed ZeRO-3 with
-every parameter partitioned, however small) and each model (a DecoderLM, its Hugging Face Llama twin
-and a GPT-NeoX, Pythia's architecture, measured through its own view): the monitor's numbers of the
+every parameter partitioned, however small) and each model (a Llama and a GPT-NeoX, Pythia's
+architecture, each measured through its own view): the monitor's numbers of the
 sharded model, measured on every rank, next to those of the same model whole (each rank measures its
 own unsharded copy); and the final weights of a few AdamW steps with and without measuring between
 the steps. Every rank writes ``<wrapper>.rank<r>.json``: what its own ``measure`` returned, the
@@ -19,9 +19,7 @@ import torch
 import torch.distributed as dist
 from family_models import family_model
 
-from ctxstair.models import DecoderConfig, DecoderLM
-from ctxstair.models.decoder import next_token_loss
-from ctxstair.models.decoder_hf import to_hf
+from ctxstair.models import next_token_loss
 from ctxstair.monitor import StaircaseMonitor
 
 #: V = 51 is odd, so the two shards of the embedding differ in size (26 and 25 rows).
@@ -31,20 +29,13 @@ TOKENS = [40, 0, 25, 26, 3, 50, 27, 11, 33]
 STEPS = 3
 
 
-def decoder() -> DecoderLM:
-    return DecoderLM(DecoderConfig(vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=2, head_dim=8, d_mlp=32,
-                                   max_seq_len=16, seed=0))
-
-
 def layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    if isinstance(model, DecoderLM):
-        return list(model.blocks)
     return list(model.gpt_neox.layers if model.config.model_type == "gpt_neox" else model.model.layers)
 
 
-#: The models measured sharded and whole.
-MODELS = {"decoder": decoder, "llama": lambda: to_hf(decoder()),
-          "gpt_neox": lambda: family_model("gpt_neox", dtype=torch.float32, vocab_size=VOCAB)}
+#: The models measured sharded and whole, and trained.
+MODELS = {family: lambda family=family: family_model(family, dtype=torch.float32, vocab_size=VOCAB)
+          for family in ("llama", "gpt_neox")}
 
 
 def wrap(model: torch.nn.Module, how: str, device: torch.device) -> torch.nn.Module:
@@ -99,18 +90,14 @@ def local_numel(model: torch.nn.Module, how: str) -> int:
     return sum(p.numel() for p in model.parameters())  # FSDP1's flat parameters hold this rank's shard
 
 
-def logits(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
-    out = model(batch)
-    return out if isinstance(out, torch.Tensor) else out.logits
-
-
 def train(model: torch.nn.Module, how: str, device: torch.device, batches: torch.Tensor,
           monitor: StaircaseMonitor | None) -> dict[str, torch.Tensor]:
     """``STEPS`` AdamW steps of the sharded ``model``; with a monitor, a full measurement after each."""
     net = wrap(model, how, device)
     optimizer = None if how == "zero3" else torch.optim.AdamW(net.parameters(), lr=1e-2)
     for batch in batches:
-        loss = next_token_loss(logits(net, batch.to(device)), batch.to(device))
+        batch = batch.to(device)
+        loss = next_token_loss(net(input_ids=batch).logits, batch)
         if optimizer is None:  # the engine zeroes the gradients after its step
             net.backward(loss)
             net.step()
@@ -184,7 +171,7 @@ def main() -> None:
                                       "seconds": sorted(monitor.seconds), "local_numel": local_numel(net, how),
                                       "full_numel": sum(p.numel() for p in whole.parameters())}
         record["trained"] = {}
-        for name in ("decoder", "gpt_neox"):  # measured through a copy and, under FSDP2, in place
+        for name in MODELS:  # measured through a copy and, under FSDP2, in place
             plain = train(MODELS[name](), how, device, batches, None)
             measured = train(MODELS[name](), how, device, batches, monitor)
             initial = dict(MODELS[name]().named_parameters())

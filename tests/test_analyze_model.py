@@ -5,6 +5,7 @@ corpus."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -23,8 +24,7 @@ from ctxstair.lm.checkpoints import NO_VIEW
 from ctxstair.lm.corpus import synthetic_corpus
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import make_windows
-from ctxstair.models.decoder import next_token_loss
-from ctxstair.models.decoder_hf import from_hf
+from ctxstair.models import next_token_loss
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
 
@@ -63,13 +63,14 @@ def test_analyze_model_gives_finite_numbers_per_checkpoint(tmp_path, tokenizer, 
 
 
 def write_embedding_only_run(run, tokenizer, steps=(1, 10)):
-    """An LM run directory whose snapshots hold only W_E (no model to run)."""
+    """An LM run directory (of the default family, Llama) whose snapshots hold only the embedding, under
+    its transformers name (no model to run)."""
     run.mkdir(parents=True)
     (run / "config.yaml").write_text("corpus: {}\n")
     tokenizer.save(run / "tokenizer.json")
     for step in steps:
         W_E = torch.randn(tokenizer.vocab_size, 8, generator=torch.Generator().manual_seed(step)).numpy()
-        rundir.save_snapshot(run, step, {"W_E": W_E}, "step")
+        rundir.save_snapshot(run, step, {"model.embed_tokens.weight": W_E}, "step")
 
 
 def test_cli_prints_a_line_per_checkpoint_and_writes_each_as_it_finishes(tmp_path, tokenizer, corpus_file, capsys):
@@ -82,7 +83,7 @@ def test_cli_prints_a_line_per_checkpoint_and_writes_each_as_it_finishes(tmp_pat
     assert sum("ρ_next pearson" in line and "shuffled baseline" in line for line in lines) == 2
     # Snapshots holding only W_E: no model to run, and the output says so in one line.
     skipped = [line for line in lines if line.startswith("attention paths and path shares not measured: ")]
-    assert len(skipped) == 1 and "is not the whole state of the DecoderLM" in skipped[0]
+    assert len(skipped) == 1 and "is not the whole state of the llama model its run describes" in skipped[0]
     summary = json.loads((out / "analysis.json").read_text())
     assert [row["step"] for row in summary["checkpoints"]] == [1, 10] and "similarity" not in summary
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
@@ -192,13 +193,15 @@ def test_attention_paths_and_shares_are_the_hugging_face_models_own(tmp_path, to
             assert row[f"attention_path_corr/{layer}"] == pytest.approx(expected, abs=1e-4)
             assert 0 < row[f"attention_path_null/{layer}"] < 1
     # Path shares, on the first two sampled windows, against an independent decomposition: the paths through
-    # the stream of from_hf(model), an untied copy whose W_U is a copy of W_E, and for the output side of the
+    # the stream of an untied copy of the model whose W_U is a copy of W_E, and for the output side of the
     # tied matrix the gradient that copy's own W_U gets (the model is SmolLM2-like: tied).
-    ours = from_hf(hf)
+    ours = copy.deepcopy(hf)
+    ours.lm_head.weight = torch.nn.Parameter(hf.lm_head.weight.detach().clone())
+    assert hf.lm_head.weight is hf.model.embed_tokens.weight and ours.lm_head.weight is not ours.model.embed_tokens.weight
     shares = {name.split("/", 1)[1]: value for name, value in row.items() if name.startswith("path_share/")}
     assert list(shares) == ["embed", "attn.0", "mlp.0", "attn.1", "mlp.1", "unembed"]
     through_stream = decoder_embedding_paths(ours, sample[:2], full=False, rows=tokens)
-    (output_side,) = torch.autograd.grad(-next_token_loss(ours(X[:2]), X[:2]), ours.W_U)
+    (output_side,) = torch.autograd.grad(-next_token_loss(ours(input_ids=X[:2]).logits, X[:2]), ours.lm_head.weight)
     norms = {name: np.linalg.norm(g) for name, g in through_stream.items()}
     norms["unembed"] = np.linalg.norm(output_side[torch.from_numpy(tokens)].numpy())
     assert shares == pytest.approx({name: n / sum(norms.values()) for name, n in norms.items()}, abs=1e-6)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from family_models import lm_train_model
 
 from ctxstair.lm import schema
 from ctxstair.lm.estimators import States, estimators
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
-from ctxstair.models import DecoderConfig, DecoderLM
 from ctxstair.signatures import previous_token_signature
 
 V = 24
@@ -47,9 +47,10 @@ def test_the_previous_token_signature_counts_what_precedes_each_token(windows):
     np.testing.assert_allclose(phi, expected / expected.sum(axis=1, keepdims=True), atol=1e-15)
 
 
-def decoder(d_model: int, seed: int = 0) -> DecoderLM:
-    return DecoderLM(DecoderConfig(vocab_size=V, d_model=d_model, n_layers=1, n_heads=2, head_dim=4, d_mlp=8,
-                                   max_seq_len=32, seed=seed, gamma=0.5), dtype=torch.float64)
+def llama(d_model: int, seed: int = 0) -> torch.nn.Module:
+    """A float64 Llama as lm train builds it, one layer, γ = 0.5."""
+    return lm_train_model(V, d_model=d_model, n_layers=1, n_heads=2, head_dim=4, d_mlp=8, gamma=0.5, seed=seed,
+                          dtype=torch.float64)
 
 
 def setup_of(windows: np.ndarray) -> StaircaseSetup:
@@ -60,20 +61,20 @@ def setup_of(windows: np.ndarray) -> StaircaseSetup:
 
 def test_unembedding_rows_equal_to_the_previous_token_signatures_align_perfectly(windows):
     setup = setup_of(windows)
-    model = decoder(d_model=V)
+    model = llama(d_model=V)
     with torch.no_grad():  # W_U[ν] = φ^pre_ν over all V previous tokens: the two cosine matrices are one
-        model.W_U.copy_(torch.from_numpy(previous_token_signature(windows, V)))
-    (row,) = setup.measure(States(V, model.W_E.detach().double().numpy()[None, setup.tokens],
+        model.lm_head.weight.copy_(torch.from_numpy(previous_token_signature(windows, V)))
+    (row,) = setup.measure(States(V, model.model.embed_tokens.weight.detach().numpy()[None, setup.tokens],
                                   model=lambda i: model))
     assert row[schema.UNEMBEDDING_ALIGNMENT] == pytest.approx(1.0, abs=1e-12)
 
 
 def test_the_unembedding_alignment_is_the_pearson_of_two_brute_force_cosine_triangles(windows):
     setup = setup_of(windows)
-    model = decoder(d_model=16, seed=4)
+    model = llama(d_model=16, seed=4)
     (row,) = setup.measure(States(V, np.zeros((1, setup.tokens.size, 16)), model=lambda i: model),
                            probe=False, paths=True)
-    W_U = model.W_U.detach().numpy()[setup.tokens]
+    W_U = model.lm_head.weight.detach().numpy()[setup.tokens]
     phi = np.zeros((setup.tokens.size, V))
     for window in windows:
         for s in range(len(window) - 1):

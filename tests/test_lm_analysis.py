@@ -221,36 +221,45 @@ def test_attention_path_correlation_is_pearson_of_the_two_geometries(rng):
 # --- attention paths and path shares of a decoder ----------------------------------------------------
 
 
-def small_decoder():
-    """A float64 decoder with large enough weights (γ = 0.3) for uneven attention and unequal paths."""
+def small_gpt_neox():
+    """A float64 GPT-NeoX as lm train builds it (its code computes in float64 throughout, so sums of
+    paths are exact to float64 rounding), with large enough weights (γ = 0.3) for uneven attention and
+    unequal paths."""
+    import torch
+    from family_models import lm_train_model
+
+    return lm_train_model(12, family="gpt_neox", positions=8, d_model=8, n_layers=2, n_heads=2, head_dim=4, d_mlp=16,
+                          gamma=0.3, seed=1, dtype=torch.float64).eval()
+
+
+def value_output_rows(attention, w):
+    """z = W_O W_V w of a GPT-NeoX attention layer for rows w (k, d), by running its own projections
+    (biases removed by subtracting their output at 0): each head's query, key and value rows are
+    side by side in query_key_value's output."""
     import torch
 
-    from ctxstair.models import DecoderConfig, DecoderLM
+    def linear(module, x):
+        return module(x) - module(torch.zeros_like(x))
 
-    cfg = DecoderConfig(vocab_size=12, d_model=8, n_layers=2, n_heads=2, head_dim=4, d_mlp=16, max_seq_len=8,
-                        gamma=0.3, seed=1)
-    return DecoderLM(cfg, dtype=torch.float64)
+    values = linear(attention.query_key_value, w).unflatten(-1, (2, 3, 4))[..., 2, :]  # 2 heads of 4 values
+    return linear(attention.dense, values.flatten(-2))
 
 
 def test_attention_path_scores_equal_hugging_face_attention_and_brute_force_sums(rng):
     import torch
 
-    from ctxstair.models.decoder_hf import to_hf
-
-    model = small_decoder()
+    model = small_gpt_neox()
     X = rng.integers(0, 12, size=(5, 8))
     tokens = np.array([0, 2, 3, 5, 7, 8, 10, 11])
     scores = attention_path_scores(model, X, tokens, 12, permutations=30)
-    hf = to_hf(model)
-    hf.set_attn_implementation("eager")
-    with torch.no_grad():  # Hugging Face's own attention weights: an implementation independent of ours
-        attentions = hf(torch.from_numpy(X), output_attentions=True).attentions
-    W_E = model.W_E.detach().numpy()[tokens]
+    model.set_attn_implementation("eager")
+    with torch.no_grad():  # the attention weights transformers returns, not read by the model view's hooks
+        attentions = model(torch.from_numpy(X), output_attentions=True).attentions
+        w = model.get_input_embeddings().weight[torch.from_numpy(tokens)]
+        Zs = [value_output_rows(layer.attention, w).numpy() for layer in model.gpt_neox.layers]
     assert [layer for layer, _, _ in scores] == [0, 1]
-    for (layer, corr, null), attention in zip(scores, attentions):
+    for (layer, corr, null), attention, Z in zip(scores, attentions, Zs):
         phi = brute_attention_path(X, attention.mean(dim=1).numpy(), 12, tokens, np.arange(12))
-        block = model.blocks[layer]
-        Z = W_E @ block.W_V.detach().numpy().T @ block.W_O.detach().numpy().T
         assert corr == pytest.approx(compare(cosine_matrix(Z), cosine_matrix(phi))["pearson"], abs=1e-5)
         # The null: the largest |r| over the 30 permutations of the signature rows drawn from seed = layer.
         shuffles = np.random.default_rng(layer).permuted(np.tile(np.arange(tokens.size), (30, 1)), axis=1)
@@ -262,7 +271,7 @@ def test_attention_path_scores_equal_hugging_face_attention_and_brute_force_sums
 def test_attention_path_scores_are_the_same_in_chunks_of_windows(rng, monkeypatch):
     import ctxstair.lm.analysis as analysis
 
-    model = small_decoder()
+    model = small_gpt_neox()
     X = rng.integers(0, 12, size=(7, 8))
     whole = attention_path_scores(model, X, np.arange(12), 12, permutations=5)
     monkeypatch.setattr(analysis, "_PATTERN_CHUNK", 2 * 2 * 8 * 8 * 3)  # three windows per forward pass
@@ -274,7 +283,9 @@ def test_attention_path_counts_of_a_split_sample_add_up_to_the_whole_samples(rng
     # over windows, and the signature divides them only at the end.
     import torch
 
-    model = small_decoder()
+    from ctxstair.models.view import view_of
+
+    model = small_gpt_neox()
     X = rng.integers(0, 12, size=(7, 8))
     tokens = np.array([1, 4, 5, 9, 11])
     whole = attention_path_counts(model, X, tokens, 12)
@@ -282,7 +293,7 @@ def test_attention_path_counts_of_a_split_sample_add_up_to_the_whole_samples(rng
     parts = sum(attention_path_counts(model, part, tokens, 12) for part in np.array_split(X, 3))
     np.testing.assert_allclose(parts, whole, rtol=1e-13, atol=0)
     with torch.no_grad():
-        pattern = model.attention_pattern(torch.from_numpy(X)).mean(dim=2).numpy()
+        pattern = view_of(model).attention_pattern(torch.from_numpy(X)).mean(dim=2).numpy()
     for layer in range(2):
         np.testing.assert_array_equal(path_signature_of(whole[layer]),
                                       attention_path_signature(X, pattern[layer], 12, tokens))
@@ -295,17 +306,19 @@ def test_attention_path_counts_of_a_split_sample_add_up_to_the_whole_samples(rng
 def test_path_shares_are_path_norms_of_an_exact_split_of_the_loss_gradient(rng):
     import torch
 
-    from ctxstair.models.decoder import next_token_loss
+    from ctxstair.models import next_token_loss
     from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
-    model = small_decoder()
+    model = small_gpt_neox()
     X = rng.integers(0, 12, size=(4, 8))
     tokens = np.array([1, 4, 6, 9, 11])
     shares = path_shares(model, X, tokens)
     assert list(shares) == ["embed", "attn.0", "mlp.0", "attn.1", "mlp.1"]
     assert sum(shares.values()) == pytest.approx(1.0, abs=1e-12)
     # Independently: the plain autograd gradient of the loss is minus the sum of the paths.
-    (gradient,) = torch.autograd.grad(next_token_loss(model(torch.from_numpy(X)), torch.from_numpy(X)), model.W_E)
+    X_t = torch.from_numpy(X)
+    (gradient,) = torch.autograd.grad(next_token_loss(model(input_ids=X_t).logits, X_t),
+                                      model.get_input_embeddings().weight)
     paths = decoder_embedding_paths(model, X, full=False)
     np.testing.assert_allclose(sum(paths.values()), -gradient.numpy(), atol=1e-12)
     norms = {name: np.linalg.norm(g[tokens]) for name, g in paths.items()}

@@ -1,6 +1,8 @@
 """Language-model training (SPEC §5, §7): the warm-up/cosine schedule, determinism, bitwise resume
 after an interruption, the run directory, and the whole lm-staircase pipeline on a tiny model."""
 
+import csv
+import io
 import json
 
 import numpy as np
@@ -13,6 +15,8 @@ from ctxstair.cli import main
 from ctxstair.config import apply_overrides
 from ctxstair.config.lm import LMConfig, LMTrainConfig
 from ctxstair.lm.train import lr_factor, train_lm
+from ctxstair.models import causal_lm
+from ctxstair.run import Run
 
 TINY = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.head_dim": 8, "model.d_mlp": 32,
         "corpus.window": 16, "corpus.vocab_size": 300, "corpus.max_tokens": 20000, "train.steps": 30,
@@ -59,8 +63,15 @@ def test_run_directory_contents(tmp_path):
     rows = rundir.read_metric_rows(run)
     assert [r["step"] for r in rows if "loss" in r] == list(range(30))
     assert [r["step"] for r in rows if "val_loss" in r] == steps
-    members = (run / "members.csv").read_text().splitlines()
-    assert members[0] == "tensor,init_std,target_std" and len(members) > 5
+    members = list(csv.DictReader(io.StringIO((run / "members.csv").read_text())))
+    assert list(members[0]) == ["tensor", "role", "init_std", "target_std"]
+    # one row per part of every matrix of the model at step 0, as causal_lm measures it (printed to 6 digits)
+    stds = causal_lm.init_stds(Run(run).model_at(0), causal_lm.gammas_of(tiny().model.init))
+    assert [(r["tensor"], r["role"]) for r in members] == [(name, role) for name, role, _, _ in stds]
+    assert {r["role"] for r in members} == set(causal_lm.ROLES)  # the default Llama is untied
+    for row, (_, _, std, target) in zip(members, stds):
+        assert float(row["init_std"]) == pytest.approx(std, rel=1e-5)
+        assert float(row["target_std"]) == pytest.approx(target, rel=1e-5)
     with pytest.raises(ValueError, match="already exists"):
         train_lm(tiny(), run)
     with pytest.raises(ValueError, match="differs"):

@@ -4,6 +4,7 @@ callback (log_history, TensorBoard, two-process DDP, training unchanged), the li
 `analyze-model` on the saved checkpoints, `ctxstair report` of a Trainer output, Lightning, and the
 README's snippets."""
 
+import copy
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
-from family_models import family_model
+from family_models import family_model, lm_train_model
 from monitor_helpers import TINY_ARGS, example
 
 from ctxstair.cli import main
@@ -23,8 +24,7 @@ from ctxstair.errors import InputError
 from ctxstair.lm import analysis
 from ctxstair.lm.analyze import analyze_model
 from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.models import DecoderConfig, DecoderLM
-from ctxstair.models.decoder_hf import to_hf
+from ctxstair.models import next_token_loss
 from ctxstair.monitor import Cadence, StaircaseCallback, StaircaseMonitor, monitor_steps, monitor_tokens
 from ctxstair.signatures import next_token_signature
 from ctxstair.train.schedule import snapshot_schedule
@@ -43,11 +43,6 @@ def corpus(tmp_path_factory):
     module = example()
     tokenizer, windows = module.corpus_windows(path.read_text(), 300, 32, 20000)
     return {"path": path, "tokenizer": tokenizer, "windows": windows}
-
-
-def tiny_decoder(vocab_size: int, seed: int = 0) -> DecoderLM:
-    return DecoderLM(DecoderConfig(vocab_size=vocab_size, d_model=16, n_layers=2, n_heads=2, head_dim=8, d_mlp=32,
-                                   max_seq_len=32, seed=seed))
 
 
 def independent_rho(W_E: np.ndarray, windows: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:
@@ -80,23 +75,24 @@ class HookedLike(torch.nn.Module):
 def test_rho_next_equals_an_independent_computation_for_every_kind_of_model(corpus):
     windows, tokenizer = corpus["windows"], corpus["tokenizer"]
     tokens = monitor_tokens(tokenizer, windows, k=30)
-    decoder = tiny_decoder(tokenizer.vocab_size)
+    llama = lm_train_model(tokenizer.vocab_size)
+    W_E = llama.get_input_embeddings().weight
     # Embedding rows built from the signatures (plus noise), so that ρ_next is far from 0 and a wrong
     # token order, normalisation or triangle would show.
     rng = np.random.default_rng(1)
-    counts = np.zeros((decoder.cfg.vocab_size,) * 2)
+    counts = np.zeros((W_E.shape[0],) * 2)
     np.add.at(counts, (windows[:, :-1].ravel(), windows[:, 1:].ravel()), 1)
-    W = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1) @ rng.normal(size=(decoder.cfg.vocab_size, 16))
+    W = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1) @ rng.normal(size=(W_E.shape[0], 16))
     with torch.no_grad():
-        decoder.W_E.copy_(torch.from_numpy(W + 0.05 * rng.normal(size=W.shape)))
-    expected = independent_rho(decoder.W_E.detach().numpy(), windows, tokens)
+        W_E.copy_(torch.from_numpy(W + 0.05 * rng.normal(size=W.shape)))
+    expected = independent_rho(W_E.detach().numpy(), windows, tokens)
     assert expected[0] > 0.5
     monitor = StaircaseMonitor(windows, tokens, probe=False, paths=False)
     # Bitwise the number of lm.analysis.rho_next, which the LM runs and analyze-model report.
     phi = next_token_signature(windows, tokenizer.vocab_size, tokens=tokens)
-    rows = decoder.W_E.detach().numpy()[tokens].astype(np.float64)
-    assert monitor.measure(decoder)["rho_next"] == analysis.rho_next(rows, phi)["pearson"][0]
-    for model in (decoder, to_hf(decoder), HookedLike(decoder.W_E.detach())):
+    rows = W_E.detach().numpy()[tokens].astype(np.float64)
+    assert monitor.measure(llama)["rho_next"] == analysis.rho_next(rows, phi)["pearson"][0]
+    for model in (llama, HookedLike(W_E.detach())):
         values = monitor.measure(model)
         assert values["rho_next"] == pytest.approx(expected[0], abs=1e-9), type(model).__name__
         assert values["rho_next_spearman"] == pytest.approx(expected[1], abs=1e-9), type(model).__name__
@@ -140,7 +136,7 @@ def test_measure_reads_the_model_without_changing_it(corpus):
 
     windows, tokenizer = corpus["windows"], corpus["tokenizer"]
     monitor = StaircaseMonitor(windows, monitor_tokens(tokenizer, windows, k=20), probe_steps=20)
-    hf = to_hf(tiny_decoder(tokenizer.vocab_size))
+    hf = lm_train_model(tokenizer.vocab_size)
     hf.train()
     hf.model.layers[0].eval()  # a frozen part in eval mode must stay so
     weights = {name: p.detach().clone() for name, p in hf.named_parameters()}
@@ -155,11 +151,6 @@ def test_measure_reads_the_model_without_changing_it(corpus):
                            "path_share/attn.1", "path_share/mlp.1", "unembedding_alignment"}
     assert monitor.skipped is None
     assert sum(v for k, v in values.items() if k.startswith("path_share/")) == pytest.approx(1.0)
-    # The Hugging Face Llama, measured by its own code, and the DecoderLM it holds give the same numbers up to
-    # float32 rounding (the two compute the same network with sums in another order): one definition.
-    from ctxstair.models.decoder_hf import from_hf
-
-    assert monitor.measure(from_hf(hf)) == pytest.approx(values, abs=1e-6)
 
     bloom = AutoModelForCausalLM.from_config(AutoConfig.for_model("bloom", vocab_size=tokenizer.vocab_size,
                                                                   hidden_size=16, n_layer=1, n_head=2))
@@ -185,7 +176,7 @@ def test_numpy_runs_on_one_blas_thread_while_the_monitor_measures(corpus, monkey
     rho_next_against = analysis.rho_next_against
     monkeypatch.setattr(analysis, "rho_next_against", recording)
     with threadpool_limits(limits=2, user_api="blas"):
-        monitor.measure(tiny_decoder(tokenizer.vocab_size))
+        monitor.measure(lm_train_model(tokenizer.vocab_size))
         after = {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}
     assert len(seen) == 1 and seen[0] and set(seen[0].values()) == {1}
     assert set(after) == set(seen[0]) and set(after.values()) == {2}
@@ -200,12 +191,12 @@ def test_numpy_runs_on_one_blas_thread_while_the_monitor_measures(corpus, monkey
     (lambda w, t: StaircaseMonitor(w, np.r_[t, t[0]]), "duplicate token ids"),
     (lambda w, t: StaircaseMonitor(w, t[None]), "tokens must be a non-empty 1-D list"),
     (lambda w, t: StaircaseMonitor(w, t, path_windows=200), "path_windows must be an integer in 1..128"),
-    (lambda w, t: StaircaseMonitor(w, np.r_[t, 5000], probe=False).measure(tiny_decoder(300)),
+    (lambda w, t: StaircaseMonitor(w, np.r_[t, 5000], probe=False).measure(lm_train_model(300)),
      "tokens hold id 5000, but the model has only 300 embedding rows"),
     (lambda w, t: StaircaseMonitor(w, t, probe=False).measure(torch.nn.Linear(3, 3)),
      "Linear has no input embeddings"),
-    (lambda w, t: StaircaseMonitor(w, t, probe=False).measure(tiny_decoder(300), probe=True), "probe=False"),
-    (lambda w, t: StaircaseMonitor(w, t, probe=False, vocab_size=400).measure(tiny_decoder(300)),
+    (lambda w, t: StaircaseMonitor(w, t, probe=False).measure(lm_train_model(300), probe=True), "probe=False"),
+    (lambda w, t: StaircaseMonitor(w, t, probe=False, vocab_size=400).measure(lm_train_model(300)),
      "300 embedding rows, but the staircase setup's signatures are over vocab_size=400"),
     (lambda w, t: Cadence(0), "max_steps must be an integer >= 1"),
     (lambda w, t: Cadence(10, every=0), "every must be an integer >= 1"),
@@ -362,16 +353,15 @@ def test_the_lightning_callback_logs_to_every_logger(corpus, tmp_path):
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import CSVLogger
 
-    from ctxstair.models.decoder import next_token_loss
     from ctxstair.monitor import StaircaseLightningCallback
 
     class Module(pl.LightningModule):
         def __init__(self):
             super().__init__()
-            self.model = tiny_decoder(corpus["tokenizer"].vocab_size)
+            self.model = lm_train_model(corpus["tokenizer"].vocab_size)
 
         def training_step(self, batch, _):
-            return next_token_loss(self.model(batch), batch)
+            return next_token_loss(self.model(input_ids=batch).logits, batch)
 
         def configure_optimizers(self):
             return torch.optim.AdamW(self.parameters(), lr=1e-2)
@@ -411,17 +401,16 @@ def test_the_readme_uses_in_a_trainer_and_in_a_plain_loop_run_as_written(corpus,
     logged = [r["step"] for r in names["trainer"].state.log_history if "staircase/rho_next" in r]
     assert logged == [1, 2, 3, 4, 5, 7, 9]  # 3 epochs of 3 batches: the default cadence's log-spaced steps up to 9
 
-    decoder = tiny_decoder(tokenizer.vocab_size)
-    optimizer = torch.optim.SGD(decoder.parameters(), lr=0.1)
+    llama = lm_train_model(tokenizer.vocab_size)
+    optimizer = torch.optim.SGD(llama.parameters(), lr=0.1)
+    batch = torch.from_numpy(windows[:8])
 
     def train_step():
-        from ctxstair.models.decoder import next_token_loss
-
         optimizer.zero_grad()
-        next_token_loss(decoder(torch.from_numpy(windows[:8])), torch.from_numpy(windows[:8])).backward()
+        next_token_loss(llama(input_ids=batch).logits, batch).backward()
         optimizer.step()
 
-    names = {"windows": windows, "tokenizer": tokenizer, "model": decoder, "max_steps": 12, "train_step": train_step}
+    names = {"windows": windows, "tokenizer": tokenizer, "model": llama, "max_steps": 12, "train_step": train_step}
     exec(compile(loop_snippet, "README.md", "exec"), names)
     names["writer"].close()
     (events,) = list(tmp_path.glob("runs/my-run/events.out.tfevents.*"))
@@ -433,6 +422,6 @@ def test_the_readme_uses_in_a_trainer_and_in_a_plain_loop_run_as_written(corpus,
 def test_a_model_on_cuda_gives_the_cpu_numbers(corpus):
     windows = corpus["windows"]
     monitor = StaircaseMonitor(windows, monitor_tokens(corpus["tokenizer"], windows, k=20), probe_steps=20)
-    decoder = tiny_decoder(corpus["tokenizer"].vocab_size)
-    on_cpu = monitor.measure(decoder)
-    assert monitor.measure(to_hf(decoder).cuda()) == pytest.approx(on_cpu, abs=1e-6)
+    llama = lm_train_model(corpus["tokenizer"].vocab_size)
+    on_cpu = monitor.measure(llama)
+    assert monitor.measure(copy.deepcopy(llama).cuda()) == pytest.approx(on_cpu, abs=1e-6)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from family_models import family_model
 
-from ctxstair.models import DecoderConfig, DecoderLM
 from ctxstair.monitor import StaircaseMonitor
 
 TESTS = Path(__file__).resolve().parent
@@ -59,7 +59,7 @@ def test_the_models_are_really_sharded(run):
 
 
 def test_rank_0_measures_what_the_unsharded_model_gives(run):
-    assert set(run["ranks"][0]["models"]) == {"decoder", "llama", "gpt_neox"}
+    assert set(run["ranks"][0]["models"]) == {"llama", "gpt_neox"}
     for name, model in run["ranks"][0]["models"].items():
         reference, sharded = model["reference"], model["sharded"]
         assert model["skipped"] is None, name
@@ -84,7 +84,7 @@ def test_every_rank_counts_a_share_of_the_attention_paths_where_it_holds_the_net
 
 def test_measuring_between_steps_leaves_the_trained_weights_bitwise_equal(run):
     for record in run["ranks"]:
-        assert set(record["trained"]) == {"decoder", "gpt_neox"}
+        assert set(record["trained"]) == {"llama", "gpt_neox"}
         for trained in record["trained"].values():
             assert trained["changed"] is True  # the steps trained something
             assert trained["bitwise_equal"] is True
@@ -130,8 +130,7 @@ class StandInZero3:
 
 @pytest.mark.skipif(ON_CUDA, reason="the ZeRO-3 stand-in runs on the CPU only")
 def test_zero3_parameters_are_read_inside_gathered_parameters(monkeypatch):
-    model = DecoderLM(DecoderConfig(vocab_size=40, d_model=16, n_layers=2, n_heads=2, head_dim=8, d_mlp=32,
-                                    max_seq_len=16, seed=1))
+    model = family_model("llama", seed=1, dtype=torch.float32, vocab_size=40)
     windows = torch.randint(0, 40, (32, 16), generator=torch.Generator().manual_seed(0))
     monitor = StaircaseMonitor(windows, [3, 9, 1, 30, 17, 22], vocab_size=40, probe=False, attention_windows=4,
                                path_windows=1)

@@ -23,8 +23,9 @@ batch and trains on its slice, and only rank 0 writes to the run directory.
 
 Run directory: ``config.yaml`` (an :class:`LMConfig`), ``tokenizer.json``, ``members.csv`` (realised
 initial std of every part of every matrix, by γ role), ``metrics.jsonl`` (``step, loss, lr`` and
-``val_loss`` at snapshots), ``snapshots/``, the final model as a Hugging Face folder ``hf_model/`` (:mod:`ctxstair.lm.export`);
-the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds ``lm_analysis.csv`` and ``lm_tokens.json``.
+``val_loss`` at snapshots), ``snapshots/``, the final model as a Hugging Face folder ``hf_model/``
+(:mod:`ctxstair.lm.export`); the analysis (:mod:`ctxstair.analysis.lm_staircase`) adds
+``lm_analysis.csv`` and ``lm_tokens.json``.
 """
 
 from __future__ import annotations
