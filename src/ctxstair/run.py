@@ -163,8 +163,12 @@ class Run:
         rundir.save_snapshot(self.path, t, {k: v.detach().cpu().numpy() for k, v in state.items()}, self.time_unit)
 
     def snapshot(self, t: int) -> dict[str, torch.Tensor]:
-        """The state (name -> tensor) saved at time ``t``, checked against its SHA-256."""
-        return {k: torch.from_numpy(v) for k, v in rundir.load_snapshot(self.path, t).items()}
+        """The state (name -> tensor) saved at time ``t``, checked against its SHA-256 (an LM run's
+        snapshot of the retired DecoderLM refused: :meth:`refuse_retired_decoder`)."""
+        state = {k: torch.from_numpy(v) for k, v in rundir.load_snapshot(self.path, t).items()}
+        if isinstance(self.config, LMConfig):
+            self.refuse_retired_decoder(state)
+        return state
 
     def model_at(self, t: int, dtype: torch.dtype | None = None) -> torch.nn.Module:
         """The run's model (ensemble or decoder) with the weights of the snapshot at time ``t``,

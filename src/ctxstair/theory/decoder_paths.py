@@ -127,6 +127,8 @@ def direct_path_prediction(model: torch.nn.Module, r_nt: np.ndarray, phi_nt: np.
         loss:   r^nt_α (∂ℓ_α/∂W_E[α])^T (φ^{y;nt}_α − p_α),   p_α = softmax(ℓ_α)
         label:  r^nt_α (∂ℓ_α/∂W_E[α])^T φ^{y;nt}_α
 
+    (the derivative through ``e_α`` only: a tied ``W_E`` is also the head, and that side is the
+    ``unembed`` path, not this one)
     — for an RMSNorm and a linear head, ``r^nt_α J_α^T W_U^T (φ − p)`` with the norm's Jacobian
     ``J_α``. Under the assumption this is the direct path exactly, not just its direction (SPEC
     §6.4: direct path ∝ ``r^nt_α W_U^T φ^{y;nt}_α``). It uses the signature and the current weights
@@ -170,7 +172,9 @@ def direct_path_prediction(model: torch.nn.Module, r_nt: np.ndarray, phi_nt: np.
             if objective == "loss":
                 target = target - torch.softmax(logits.detach(), dim=-1)
             weight = torch.from_numpy(r_nt[tokens]).to(logits)[:, None]
-            (grad,) = torch.autograd.grad((logits * (weight * target)).sum(), W_E)
+            # Through the embedding summand only: a tied W_E is also the head, whose side is not this path.
+            (upstream,) = torch.autograd.grad((logits * (weight * target)).sum(), summand["embed"])
+            (grad,) = torch.autograd.grad(summand["embed"], W_E, upstream)
     finally:
         for handle in handles:
             handle.remove()

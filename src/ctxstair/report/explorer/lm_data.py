@@ -59,8 +59,9 @@ def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
     if not (run_dir / "tokenizer.json").is_file():
         raise InputError(f"{run_dir / 'tokenizer.json'} not found: is {run_dir} a language-model run directory?")
     words, groups, ids = _word_groups(run_dir, TextTokenizer.load(run_dir / "tokenizer.json"))
-    key = Run(run_dir).config.model.embedding_key()  # W_E under the name its model family gives it
-    E = np.stack([rundir.load_snapshot(run_dir, t)[key][ids] for t in times]).astype(np.float64)  # (S, n, d)
+    run = Run(run_dir)
+    key = run.config.model.embedding_key()  # W_E under the name its model family gives it
+    E = np.stack([run.snapshot(t)[key].numpy()[ids] for t in times]).astype(np.float64)  # (S, n, d)
     paths = pca_paths(E)
     return {
         "kind": "lm", "unit": "step", "title": _title(run_dir),
