@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The GPU check, one script of at most 8 minutes, for a machine with one CUDA GPU:
+# The GPU check, one script of at most 12 minutes, for a machine with one CUDA GPU:
 #
 #   bash benchmarks/device_check.sh [OUTPUT_DIR]      # default: $OUT when set, else ./device-check
 #
 # It runs, each under its own time limit so that one hang cannot take the rest:
 #   1. the CUDA tests (tests/test_cuda.py; the CUDA variants of the sharded monitor tests);
 #   2. lm train's tokens/s and MFU at d 768 x 12 layers, bf16, without and with torch.compile
-#      (benchmarks/lm_train_speed.py: vocabulary 50,304, window 1024, batch 16);
+#      (benchmarks/lm_train_speed.py: vocabulary 50,304, window 1024, batch 16; a transformers llama);
+#   2b. `ctxstair lm train` itself, tiny (the default d 64 x 2 layers, 40 steps on the synthetic corpus,
+#      no analysis: nothing is downloaded), for model.family llama and gpt_neox, each with
+#      train.precision=bf16 and train.compile=true;
 #   3. the staircase monitor under FSDP2, FSDP1 and DeepSpeed ZeRO-3, alone and through the Trainer
 #      and Lightning callbacks (tests/test_monitor_sharded.py with CTXSTAIR_TEST_DEVICE=cuda: one
 #      process over NCCL, including the Trainer's FSDP and Lightning's FSDPStrategy, which need a GPU);
@@ -18,6 +21,8 @@ set -u
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-device-check}}
 mkdir -p "$out"
+scratch=$(mktemp -d)  # run directories the check needs only while it runs (its folder keeps the logs)
+trap 'rm -rf "$scratch"' EXIT
 python=${PYTHON:-python3}
 export PYTHONPATH="$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 : > "$out/steps.jsonl"
@@ -41,6 +46,11 @@ step cuda_tests 90 "$python" -m pytest -q -p no:cacheprovider -rs tests/test_cud
 step lm_bf16 70 "$python" benchmarks/lm_train_speed.py --device cuda --precision bf16 --json "$out/lm_bf16.json"
 step lm_bf16_compile 130 "$python" benchmarks/lm_train_speed.py --device cuda --precision bf16 --compile \
     --json "$out/lm_bf16_compile.json"
+for family in llama gpt_neox; do
+    step "lm_train_${family}_bf16_compile" 100 "$python" -m ctxstair lm train --out "$scratch/$family" --no-analysis \
+        --device cuda --set model.family="$family" --set train.precision=bf16 --set train.compile=true \
+        --set train.steps=40
+done
 CTXSTAIR_TEST_DEVICE=cuda step monitor_sharded 110 "$python" -m pytest -q -p no:cacheprovider -rs \
     tests/test_monitor_sharded.py
 step ensemble_k1024 70 "$python" benchmarks/ensemble.py --K 1024 --device cuda

@@ -1,7 +1,7 @@
 """Training throughput of ``ctxstair lm train`` on the CPU, side by side: against the trainer before
 the move to ``transformers`` models, and against a plain Hugging Face loop over the same model.
 
-    python benchmarks/lm_throughput.py                      # a few minutes on 2 cores; Markdown tables
+    python benchmarks/lm_throughput.py                      # several minutes on 2 quiet cores; Markdown tables
     python benchmarks/lm_throughput.py --quick              # a tiny model, one round (smoke test)
     python benchmarks/lm_throughput.py --before /tmp/base   # the old trainer from an existing checkout
 
@@ -40,6 +40,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -150,8 +151,8 @@ def before_checkout(path: Path | None):
         yield path / "src"
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], capture_output=True)
-        if scratch is not None:
-            scratch.rmdir()
+        if scratch is not None:  # whatever git left there, so a failed removal does not stop the benchmark
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def measure_a(settings, before_src: Path, warmup: int, steps: int, rounds: int) -> list[dict]:
@@ -326,7 +327,7 @@ def main() -> None:
                        for side, (name, count) in found_a[-1]["models"].items())
     print(f"(a) `lm train` now against `lm train` before ({BEFORE_COMMIT}, {before_src.parent}), two subprocesses "
           f"in alternating order per round; tokens/s now over before (largest setting's models: {models})\n")
-    print(table_a(found_a))
+    print(table_a(found_a), flush=True)
     found_b = measure_b(settings, args.warmup, args.steps, args.rounds)
     print("\n(b) `lm train`'s step against a plain Hugging Face loop over the same model (the trainer's "
           "initial weights), alternating step by step in the trainer's hook; the loop's step time over "

@@ -2,6 +2,7 @@
 
     python benchmarks/lm_train_speed.py --device cuda --precision bf16 --compile   # the GPU check's row
     python benchmarks/lm_train_speed.py --quick --device cpu                       # seconds, any machine
+    python benchmarks/lm_train_speed.py --quick --family gpt_neox                  # another model.family
 
 It trains the real trainer (:func:`ctxstair.lm.train.train_lm`, no analysis) on token shards of
 random ids written for the purpose (a vocabulary of ``--vocab`` tokens as a word-level
@@ -13,8 +14,9 @@ after ``--warmup`` steps that hold compilation and the allocator's first growth;
 MFU = (training tokens/s × FLOPs per token) / the device's peak, with FLOPs per token counted as in
 the PaLM paper's appendix: 6 × (the parameters of the layers, and the unembedding W_U) + 12 × layers
 × (heads × head_dim) × T for attention's scores and weighted sums (forward and backward, the causal
-mask not discounted); the embedding lookup W_E does no matmul. The peak is ``--peak-tflops`` (default:
-989.4, NVIDIA's dense bf16 figure for the H100/H200 SXM; float32 runs are judged against it too).
+mask not discounted); the embedding lookups (W_E, and GPT-2's position embeddings) do no matmul, but
+a W_U tied to W_E does. The peak is ``--peak-tflops`` (default: 989.4, NVIDIA's dense bf16 figure
+for the H100/H200 SXM; float32 runs are judged against it too).
 Prints one JSON object (also written to ``--json``).
 """
 
@@ -50,10 +52,15 @@ def word_tokenizer(vocab: int, path: Path) -> None:
 
 
 def flops_per_token(model: torch.nn.Module, window: int) -> float:
-    """6 × (every parameter but W_E) + 12 × layers × heads·head_dim × T (the module's docstring)."""
-    cfg = model.cfg
-    matmul_params = sum(p.numel() for name, p in model.named_parameters() if name != "W_E")
-    return 6 * matmul_params + 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * window
+    """6 × (every parameter but the embedding lookups) + 12 × layers × heads·head_dim × T (the
+    module's docstring) of a ``transformers`` causal LM."""
+    config = model.config
+    unembedding = model.get_output_embeddings().weight
+    lookups = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)} - {id(unembedding)}
+    matmul_params = sum(p.numel() for p in model.parameters() if id(p) not in lookups)
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return 6 * matmul_params + 12 * config.num_hidden_layers * heads * head_dim * window
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -70,7 +77,8 @@ def measure(args: argparse.Namespace) -> dict:
         cfg = apply_overrides(LMConfig(), {
             "corpus.shards": str(folder / "shards"), "corpus.dtype": "uint32",
             "corpus.tokenizer": str(folder / "tokenizer.json"), "corpus.window": args.window,
-            "model.d_model": args.d_model, "model.n_layers": args.layers, "model.n_heads": args.d_model // 64,
+            "model.family": args.family, "model.d_model": args.d_model, "model.n_layers": args.layers,
+            "model.n_heads": args.d_model // 64,
             "model.head_dim": 64, "model.d_mlp": 4 * args.d_model, "train.steps": steps,
             "train.batch_size": args.batch, "train.device": args.device, "train.precision": args.precision,
             "train.compile": args.compile, "train.tf32": device.type == "cuda",
@@ -96,8 +104,9 @@ def measure(args: argparse.Namespace) -> dict:
     per_token = flops_per_token(model, args.window)
     achieved = tokens_per_s * per_token
     return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__, "d_model": args.d_model, "layers": args.layers, "vocab": args.vocab,
-            "window": args.window, "batch": args.batch, "precision": args.precision, "compile": args.compile,
+            "torch": torch.__version__, "family": args.family, "d_model": args.d_model, "layers": args.layers,
+            "vocab": args.vocab, "window": args.window, "batch": args.batch, "precision": args.precision,
+            "compile": args.compile,
             "parameters": sum(p.numel() for p in model.parameters()), "timed_steps": len(timed),
             "seconds_per_step": seconds / len(timed), "tokens_per_s": tokens_per_s,
             "flops_per_token": per_token, "tflops": achieved / 1e12,
@@ -107,6 +116,7 @@ def measure(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--family", default="llama", help="model.family (a transformers model_type)")
     parser.add_argument("--precision", default="bf16", choices=("float32", "bf16"))
     parser.add_argument("--compile", action="store_true", help="train.compile=true")
     parser.add_argument("--d-model", type=int, default=768)

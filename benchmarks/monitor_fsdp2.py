@@ -2,7 +2,8 @@
 
     python -m torch.distributed.run --nproc_per_node=2 --standalone benchmarks/monitor_fsdp2.py [--steps N] [--rounds R]
 
-Two gloo processes on the CPU train a DecoderLM (d 64, 2 layers, 4 heads of 16, MLP 256, V = 2,000) sharded
+Two gloo processes on the CPU train a ``transformers`` Llama as ``lm train`` builds it (γ = 1 for every
+role; d 64, 2 layers, 4 heads of 16, MLP 256, V = 2,000; :mod:`ctxstair.models.causal_lm`) sharded
 by FSDP2 (:func:`ctxstair.lm.sharding.shard`: each layer, then the root), AdamW 3e-3, batch 16 windows of
 128 tokens (8 per rank), ``--steps`` (default 150) steps, on windows of random ids. The monitor (200 tokens,
 2,000 windows, no probe) measures at its default cadence (:class:`~ctxstair.monitor.staircase.Cadence`:
@@ -31,21 +32,22 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from ctxstair.lm import sharding  # noqa: E402
-from ctxstair.models import DecoderLM  # noqa: E402
-from ctxstair.models.decoder import DecoderConfig, next_token_loss  # noqa: E402
+from ctxstair.models import causal_lm  # noqa: E402
+from ctxstair.models.loss import next_token_loss  # noqa: E402
 from ctxstair.monitor import StaircaseMonitor  # noqa: E402
 from ctxstair.monitor.staircase import Cadence  # noqa: E402
 
 VOCAB, WINDOW, BATCH = 2000, 128, 16
+SIZES = {"d_model": 64, "n_layers": 2, "n_heads": 4, "head_dim": 16, "d_mlp": 256}
 
 
 def run(windows: torch.Tensor, monitor: StaircaseMonitor | None, steps: int,
         inside: collections.Counter | None = None) -> float:
     """Seconds of ``steps`` FSDP2 training steps (the ranks synchronised at both ends); ``inside``
     adds up this rank's seconds within the monitor per part (``monitor.seconds``)."""
-    cfg = DecoderConfig(vocab_size=VOCAB, d_model=64, n_layers=2, n_heads=4, head_dim=16, d_mlp=256,
-                        max_seq_len=WINDOW, seed=0)
-    model = sharding.shard(DecoderLM(cfg), torch.device("cpu"))
+    config = causal_lm.family_config("llama", VOCAB, WINDOW, SIZES)
+    model = causal_lm.build(config, dict.fromkeys(causal_lm.ROLES, 1.0), seed=0)
+    model = sharding.shard(model, torch.device("cpu"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     cadence, rank, world = Cadence(steps), dist.get_rank(), dist.get_world_size()
     order = torch.Generator().manual_seed(1)
@@ -54,7 +56,7 @@ def run(windows: torch.Tensor, monitor: StaircaseMonitor | None, steps: int,
     for step in range(steps):
         batch = windows[torch.randint(len(windows), (BATCH,), generator=order)][rank::world]
         optimizer.zero_grad()
-        next_token_loss(model(batch), batch).backward()
+        next_token_loss(model(input_ids=batch).logits, batch).backward()
         optimizer.step()
         if monitor is not None and monitor.measure_at(model, step + 1, cadence) is not None and inside is not None:
             inside.update(monitor.seconds)

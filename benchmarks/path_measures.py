@@ -1,6 +1,5 @@
-"""Path measures per checkpoint on the model itself, against the path every measure took before the
-model view: a Pythia-160m-sized GPT-NeoX measured in place, next to a Llama of the same size
-converted into our ``DecoderLM`` and measured there, on the CPU, side by side.
+"""Path measures per checkpoint on the model itself: a Pythia-160m-sized GPT-NeoX against a Llama of
+the same size, each measured in place through its model view, on the CPU, side by side.
 
     python benchmarks/path_measures.py            # a few minutes on 2 cores; prints a Markdown table
     python benchmarks/path_measures.py --quick    # a tiny model, seconds (smoke test)
@@ -8,20 +7,20 @@ converted into our ``DecoderLM`` and measured there, on the CPU, side by side.
 One "checkpoint" is what ``analyze-model`` and the monitor do with a model for the measures of the
 network (``StaircaseSetup.measure`` with ``paths``): the attention patterns of the window sample
 and every layer's correlation with its null, the path shares (one vector-Jacobian product per path
-and window) and the unembedding alignment. Three ways, alternated round by round so that load hits
-them alike:
+and window) and the unembedding alignment. Two ways, in turns, their order alternating round by
+round so that load hits them alike:
 
 * ``gpt_neox, in place`` — Pythia-160m's sizes (12 layers, d 768, 12 heads, d_mlp 3072, V 50,304,
   parallel residual, a quarter of each head rotary), random weights, read through its view;
-* ``llama, before`` — a Llama with the same width, depth, heads and vocabulary and the same number of
-  MLP weights (SwiGLU has three matrices: d_mlp 2048), converted by ``models.decoder_hf.from_hf`` into
-  a ``DecoderLM`` and measured on that copy: what every checkpoint cost before (conversion included);
-* ``llama, in place`` — the same Llama measured through its own view.
+* ``llama, in place`` — a Llama with the same width, depth, heads and vocabulary and the same number of
+  MLP weights (SwiGLU has three matrices: d_mlp 2048), untied, read through its view: the default
+  family of ``lm train``. (Until the model view, and while ``DecoderLM`` existed, a Llama was measured on
+  a ``DecoderLM`` copy of it; that copy is gone, so the comparison is now family against family.)
 
 The setting: 8 windows of 128 tokens for the attention paths, the first 1 for the path shares, 100
-tracked tokens, no probe (the probe reads only embedding rows: unchanged). The table gives median
-seconds per checkpoint over ``--rounds`` rounds after one warm-up round, and each in-place time
-against the ``llama, before`` time of the same round (< 1: faster than before).
+tracked tokens, no probe (the probe reads only embedding rows). The table gives median seconds per
+checkpoint over ``--rounds`` rounds after one warm-up round, and each time against the ``llama, in
+place`` time of the same round (median over rounds; < 1: faster than the Llama).
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ import transformers  # noqa: E402
 
 from ctxstair.lm.estimators import States  # noqa: E402
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup  # noqa: E402
-from ctxstair.models.decoder_hf import from_hf  # noqa: E402
 
 PYTHIA_160M = dict(vocab_size=50_304, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                    max_position_embeddings=2048)
@@ -80,27 +78,27 @@ def main() -> None:
     def checkpoint(model_of) -> float:
         start = time.perf_counter()
         model = model_of()
-        rows = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else model.W_E
+        rows = model.get_input_embeddings().weight
         row, = setup.measure(States(V, rows.detach().double().numpy()[None, tokens], model=lambda i: model))
         assert "path_share/embed" in row and "unembedding_alignment" in row
         return time.perf_counter() - start
 
-    ways = {"gpt_neox, in place": lambda: neox, "llama, before": lambda: from_hf(llama),
-            "llama, in place": lambda: llama}
+    ways = {"gpt_neox, in place": lambda: neox, "llama, in place": lambda: llama}
     times: dict[str, list[float]] = {name: [] for name in ways}
     for round_ in range(args.rounds + 1):
-        for name, model_of in ways.items():
-            seconds = checkpoint(model_of)
+        order = list(ways) if round_ % 2 == 0 else list(ways)[::-1]  # neither always follows the other
+        for name in order:
+            seconds = checkpoint(ways[name])
             if round_:  # the first round warms up
                 times[name].append(seconds)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"transformers {transformers.__version__}, {torch.get_num_threads()} threads; float32, CPU; "
           f"{args.rounds} rounds\n")
-    print("| way | s per checkpoint (median) | range | against llama, before (median of rounds) |")
+    print("| way | s per checkpoint (median) | range | against llama, in place (median of rounds) |")
     print("|---|---|---|---|")
-    before = times["llama, before"]
+    llama_times = times["llama, in place"]
     for name, seconds in times.items():
-        ratio = statistics.median(s / b for s, b in zip(seconds, before))
+        ratio = statistics.median(s / b for s, b in zip(seconds, llama_times, strict=True))
         print(f"| {name} | {statistics.median(seconds):.2f} | {min(seconds):.2f}–{max(seconds):.2f} | {ratio:.2f}× |")
 
 

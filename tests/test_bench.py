@@ -182,6 +182,7 @@ def test_lm_throughput_quick_prints_both_ratios():
         first, second = (float(cell.replace(",", "")) for cell in cells[:2])
         assert first > 0 and second > 0
         shown = float(re.match(r"\*\*(\S+)×\*\*", cells[2]).group(1))
-        # Both ratios are the first column's tokens/s over the second's (rounded to whole tokens/s).
-        assert shown == pytest.approx(first / second, abs=0.006)
+        # Both ratios are the first column's tokens/s over the second's; the rates are shown rounded to
+        # whole tokens/s (which under load can be a few dozen) and the ratio to 0.001.
+        assert (first - 0.5) / (second + 0.5) - 0.0005 <= shown <= (first + 0.5) / (second - 0.5) + 0.0005
         assert cells[2].endswith(": met" if shown >= target else ": not met")
