@@ -63,7 +63,7 @@ def family_config(family: str, vocab_size: int, positions: int, sizes: dict[str,
 
     if hf_config:
         try:
-            config = AutoConfig.from_pretrained(hf_config, local_files_only=True)
+            config = AutoConfig.from_pretrained(hf_config, local_files_only=True, trust_remote_code=False)
         except (OSError, ValueError) as error:
             raise InputError(f"model.hf_config: cannot read {hf_config} as a transformers config: "
                              f"{str(error).splitlines()[0]}") from None
