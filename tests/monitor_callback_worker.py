@@ -15,6 +15,8 @@ once with the callback and once without, from the same weights. Each rank writes
 for the final weights gathered whole into an unsharded copy, how many parameter entries this rank
 held, and whether the two runs' final weights are bitwise equal."""
 
+import copy
+import functools
 import json
 import os
 import sys
@@ -33,9 +35,16 @@ CADENCE = {"log_points": 2, "every": 2, "paths_every": 4}
 ON_CUDA = os.environ.get("CTXSTAIR_TEST_DEVICE") == "cuda"
 
 
-def llama():
-    """A small Llama as ``ctxstair lm train`` builds it (γ-initialised, untied)."""
+@functools.cache
+def _first_llama():
     return lm_train_model(VOCAB, positions=WINDOW)
+
+
+def llama():
+    """A copy of one small Llama as ``ctxstair lm train`` builds it (γ-initialised, untied), drawn once,
+    before any Trainer exists: while a Trainer's DeepSpeed ZeRO-3 config is alive, transformers builds a
+    model from its config already partitioned (``deepspeed.zero.Init``), with nothing to draw into."""
+    return copy.deepcopy(_first_llama())
 
 
 class Windows(torch.utils.data.Dataset):
@@ -145,6 +154,7 @@ def main() -> None:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if ON_CUDA else "gloo")
+    initial = llama()
     windows = torch.randint(0, VOCAB, (64, WINDOW), generator=torch.Generator().manual_seed(0))
     monitor = StaircaseMonitor(windows, TOKENS, vocab_size=VOCAB, probe=False, attention_windows=8, path_windows=2)
     run = RUNS[how]
@@ -152,14 +162,14 @@ def main() -> None:
     measured, callback, held = run(windows, monitor, out / "measured")
     final = llama()
     final.load_state_dict(measured, strict=False)  # the tied output weight, if any, follows the embedding
-    record = {"world_size": dist.get_world_size(), "held": held, "full": sum(p.numel() for p in llama().parameters()),
+    record = {"world_size": dist.get_world_size(), "held": held, "full": sum(p.numel() for p in initial.parameters()),
               "measured_steps": [row["step"] for row in callback.history],
               "last": callback.history[-1] if callback.history else {},
               "final_whole": monitor.measure(final),
               "weights_bitwise_equal": plain.keys() == measured.keys() and all(
                   torch.equal(plain[k], measured[k]) for k in plain),
               "weights_changed": not torch.equal(measured["model.embed_tokens.weight"],
-                                                 llama().model.embed_tokens.weight)}
+                                                 initial.model.embed_tokens.weight)}
     (out / f"{how}.rank{dist.get_rank()}.json").write_text(json.dumps(record))
     dist.barrier()
     dist.destroy_process_group()

@@ -197,7 +197,8 @@ def test_attention_paths_and_shares_are_the_hugging_face_models_own(tmp_path, to
     # tied matrix the gradient that copy's own W_U gets (the model is SmolLM2-like: tied).
     ours = copy.deepcopy(hf)
     ours.lm_head.weight = torch.nn.Parameter(hf.lm_head.weight.detach().clone())
-    assert hf.lm_head.weight is hf.model.embed_tokens.weight and ours.lm_head.weight is not ours.model.embed_tokens.weight
+    assert hf.lm_head.weight is hf.model.embed_tokens.weight
+    assert ours.lm_head.weight is not ours.model.embed_tokens.weight
     shares = {name.split("/", 1)[1]: value for name, value in row.items() if name.startswith("path_share/")}
     assert list(shares) == ["embed", "attn.0", "mlp.0", "attn.1", "mlp.1", "unembed"]
     through_stream = decoder_embedding_paths(ours, sample[:2], full=False, rows=tokens)

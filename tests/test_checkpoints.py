@@ -77,7 +77,7 @@ def test_lm_run_directory_is_read_through_its_run_with_every_snapshot_checked(tm
     assert source.vocab_rows == source.tokenizer.vocab_size and source.positions == run.config.corpus.window
     for checkpoint in checkpoints:
         state = run.snapshot(checkpoint.step)
-        np.testing.assert_array_equal(checkpoint.W_E, state["W_E"].numpy())
+        np.testing.assert_array_equal(checkpoint.W_E, state[run.config.model.embedding_key()].numpy())
         assert all(torch.equal(value, state[name]) for name, value in checkpoint.model.state_dict().items())
     # A snapshot that is not what was written is refused, naming the file (its SHA-256 is checked).
     snapshot = rundir.snapshot_path(run_dir, checkpoints[-1].step, "step")

@@ -22,6 +22,7 @@ from ctxstair.cli import main
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.recipes import run_recipe
 from ctxstair.report.explorer import write_explorer
+from ctxstair.run import Run
 from ctxstair.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,12 +116,13 @@ def test_language_model_explorer_shows_the_word_groups_at_each_step(tmp_path, ch
     write_explorer(out)
     page = Page(chrome, out / "explorer.html")
     times = rundir.snapshot_times(out)
+    embedding = Run(out).config.model.embedding_key()
     tokenizer = TextTokenizer.load(out / "tokenizer.json")
     words, ids = page.evaluate("[window.explorer.data.words, window.explorer.data.token_ids]")
     assert [tokenizer.decode([i]).strip().lower() for i in ids] == [w.strip().lower() for w in words]
     for index in (1, len(times) - 1):
         page.move_slider(index)
-        W_E = rundir.load_snapshot(out, times[index])["W_E"].astype(np.float64)
+        W_E = rundir.load_snapshot(out, times[index])[embedding].astype(np.float64)
         heatmap = np.array(page.plot_data("emb-heatmap")[0]["z"])
         assert np.abs(heatmap - unit_cosines(W_E[ids])).max() <= ROUNDING
         assert page.evaluate("document.getElementById('rho-next-cursor').dataset.time") == str(times[index])

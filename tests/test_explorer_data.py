@@ -25,6 +25,7 @@ from ctxstair.report.explorer.page import plotly_js
 from ctxstair.report.explorer.run_data import run_payload
 from ctxstair.report.explorer.sweep_data import sweep_payload
 from ctxstair.report.sweep_figures import phase_specs
+from ctxstair.run import Run
 from ctxstair.sweep import run_sweep
 
 
@@ -258,8 +259,9 @@ def test_lm_payload_shows_the_group_words_single_tokens(lm_run):
 
     times = rundir.snapshot_times(lm_run)
     assert page["times"] == times
+    embedding = Run(lm_run).config.model.embedding_key()
     for i, t in enumerate(times):
-        rows = rundir.load_snapshot(lm_run, t)["W_E"][ids]
+        rows = rundir.load_snapshot(lm_run, t)[embedding][ids]
         np.testing.assert_allclose(page["S_emb"][i], brute_cosines(rows), rtol=0, atol=ROUNDING)
 
     rho = page["panels"][0]

@@ -56,8 +56,8 @@ def test_runs_are_deterministic_and_resume_bitwise(tmp_path):
 
 def test_run_directory_contents(tmp_path):
     run = train_lm(tiny(), tmp_path / "run")
-    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json",
-                                                     "snapshots", "tokenizer.json"]
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "hf_model", "members.csv", "metrics.jsonl",
+                                                     "resources.json", "snapshots", "tokenizer.json"]
     steps = rundir.snapshot_times(run)
     assert steps[0] == 0 and steps[-1] == 30
     rows = rundir.read_metric_rows(run)

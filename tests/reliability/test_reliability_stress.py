@@ -1,6 +1,6 @@
 """Bitwise reproducibility under load: SIGKILL at thirty seeded moments of `ctxstair run
-staircase-add` and of `ctxstair lm train` (and twelve of the attention ensemble of
-`attention-arith`), each followed by `--resume`, while a CPU burner keeps
+staircase-add` and of `ctxstair lm train` of a Llama and of a GPT-NeoX (and twelve of the attention
+ensemble of `attention-arith`), each followed by `--resume`, while a CPU burner keeps
 another core busy, ends with exactly the files of an uninterrupted run of the same command (made
 under the same load).
 
@@ -26,9 +26,10 @@ SHORT_ATTENTION = ["--set", "train.epochs=300", "--set", "analysis.probe_steps=6
 
 @pytest.mark.parametrize("args, kills, seed", [
     (["run", "staircase-add", *SHORT_ADD], STRESS_KILLS, 11),
-    (["lm", "train", *TINY_LM], STRESS_KILLS, 12),
+    (["lm", "train", *TINY_LM, "--set", "model.family=llama"], STRESS_KILLS, 12),
+    (["lm", "train", *TINY_LM, "--set", "model.family=gpt_neox"], STRESS_KILLS, 14),
     (["run", "attention-arith", *SHORT_ATTENTION], 12, 13),
-], ids=["staircase-add", "lm-train", "attention-arith"])
+], ids=["staircase-add", "lm-train-llama", "lm-train-gpt_neox", "attention-arith"])
 def test_kills_under_load_leave_runs_bitwise_identical(tmp_path, busy_core, args, kills, seed):
     env = environment(threads=None)
     argv = lambda out: command(*args, "--out", str(out))  # noqa: E731
