@@ -264,28 +264,31 @@ def ratio_cell(ratio: float, low: float, high: float, rounds: int, target: float
     return f"**{ratio:.3f}×**{span}: {'met' if round(ratio, 3) >= target else 'not met'}"
 
 
-def table_a(results: list[dict]) -> str:
-    """tokens/s now and before (the median round), now / before."""
-    lines = ["| setting | `lm train` now, transformers llama (tokens/s) | `lm train` before, DecoderLM (tokens/s) "
-             f"| (a) now / before, target ≥ {TARGET_A}× |", "|---|---|---|---|"]
+def ratio_table(header: list[str], results: list[dict], leading, target: float) -> str:
+    """A markdown table: the ``leading`` cells of each result, the tokens/s of the two sides of its
+    median round (pairs of step times, first and second) and the second's time over the first's."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for result in results:
-        # Pairs are (now, before) step times: before / now is tokens/s now over tokens/s before.
-        now, before, ratio, low, high = median_round(result["rounds"])
-        lines.append(f"| {result['label']} | {result['tokens'] / now:,.0f} | {result['tokens'] / before:,.0f} | "
-                     f"{ratio_cell(ratio, low, high, len(result['rounds']), TARGET_A)} |")
+        first, second, ratio, low, high = median_round(result["rounds"])
+        cells = [*leading(result), f"{result['tokens'] / first:,.0f}", f"{result['tokens'] / second:,.0f}",
+                 ratio_cell(ratio, low, high, len(result["rounds"]), target)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def table_a(results: list[dict]) -> str:
+    """tokens/s now and before (the median round), now / before: pairs are (now, before) step times,
+    so before / now is tokens/s now over tokens/s before."""
+    return ratio_table(["setting", "`lm train` now, transformers llama (tokens/s)",
+                        "`lm train` before, DecoderLM (tokens/s)", f"(a) now / before, target ≥ {TARGET_A}×"],
+                       results, lambda result: [result["label"]], TARGET_A)
 
 
 def table_b(results: list[dict]) -> str:
     """tokens/s of the trainer and of the plain loop (the median round), loop time / trainer time."""
-    lines = ["| setting | family | `lm train` (tokens/s) | plain loop (tokens/s) "
-             f"| (b) loop step / trainer step, target ≥ {TARGET_B}× |", "|---|---|---|---|---|"]
-    for result in results:
-        trainer, loop, ratio, low, high = median_round(result["rounds"])
-        lines.append(f"| {result['label']} | {result['family']} | {result['tokens'] / trainer:,.0f} | "
-                     f"{result['tokens'] / loop:,.0f} | "
-                     f"{ratio_cell(ratio, low, high, len(result['rounds']), TARGET_B)} |")
-    return "\n".join(lines)
+    return ratio_table(["setting", "family", "`lm train` (tokens/s)", "plain loop (tokens/s)",
+                        f"(b) loop step / trainer step, target ≥ {TARGET_B}×"],
+                       results, lambda result: [result["label"], result["family"]], TARGET_B)
 
 
 def cpu_model() -> str:

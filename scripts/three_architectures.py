@@ -12,8 +12,9 @@ each run regenerates bitwise on one machine.
 
 writes ``architectures.csv`` (one row per run: ρ_next at initialization, its peak and step, at the
 end, the decay from the peak, the held-out loss at the peak and at the end, the recipe's verdicts,
-the training's wall time) and ``architectures.svg`` (ρ_next against the step, one panel per family, a line per
-seed) into the directory; the measured ones are kept in docs/examples/lm-architectures/ and
+the seconds of the session that finished the run: the whole run unless it was resumed) and
+``architectures.svg`` (ρ_next against the step, one panel per family, a line per seed) into the
+directory; the measured ones are kept in docs/examples/lm-architectures/ and
 docs/recipes.md discusses them.
 """
 
@@ -68,11 +69,12 @@ def row_of(folder: Path) -> dict:
     summary = json.loads((folder / "summary.json").read_text())
     met = {name: next(k["met"] for k in summary["key_numbers"] if k["name"].startswith(words))
            for name, words in VERDICTS.items()}
-    training_seconds = json.loads((folder / "resources.json").read_text())["seconds"]
+    # The seconds of the session that finished the run: the whole run unless it was resumed.
+    session_seconds = json.loads((folder / "resources.json").read_text())["seconds"]
     return {"run": folder.name, "rho_init": rho[0], "rho_peak": rho[peak], "peak_step": int(steps[peak]),
             "rho_end": rho[-1], "decay": (rho[peak] - rho[-1]) / rho[peak], "val_at_peak": val[int(steps[peak])],
             "val_end": val[int(steps[-1])], "peak_met": met["peak"], "decay_met": met["decay"],
-            "training_seconds": training_seconds}
+            "session_seconds": session_seconds}
 
 
 def figure(out: Path) -> plt.Figure:

@@ -253,16 +253,19 @@ def test_report_states_each_structure_against_chance(result):
 
 
 def _run_dir(tmp_path, tokenizer):
-    """A minimal LM run directory of this project: config, tokenizer, one W_E snapshot."""
+    """A minimal LM run directory of this project: config (the default family), tokenizer, one snapshot
+    holding the model's input embedding under its ``transformers`` name."""
     import torch
-    from safetensors.torch import save_file
+
+    from ctxstair.run import Run
 
     run = tmp_path / "run"
-    (run / "snapshots").mkdir(parents=True)
+    run.mkdir()
     (run / "config.yaml").write_text("corpus: {}\n")
     tokenizer.save(run / "tokenizer.json")
     W_E = torch.tensor(_planted_embeddings(tokenizer, np.random.default_rng(0)), dtype=torch.float32)
-    save_file({"W_E": W_E}, run / "snapshots" / "step_00000010.safetensors")
+    written = Run(run)
+    written.save_snapshot(10, {written.config.model.embedding_key(): W_E})
     return run
 
 

@@ -34,8 +34,7 @@ class RunSource:
         return [Entry(f"{unit}_{step:08d}", step, functools.partial(self._load, step)) for step in self.steps]
 
     def _load(self, step: int, models: bool) -> Checkpoint:
-        state = self.run.snapshot(step)  # checked against its SHA-256
-        self.run.refuse_retired_decoder(state)
+        state = self.run.snapshot(step)  # checked against its SHA-256; a retired DecoderLM run refused
         key = self.run.config.model.embedding_key()
         if key not in state:
             raise InputError(f"the snapshot of step {step} in {self.run.path} has no {key} tensor (W_E)")
