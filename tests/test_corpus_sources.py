@@ -4,6 +4,7 @@ lengths and windows; text and JSONL tokenize to the same bytes on one worker or 
 input is refused with one line naming the problem."""
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -132,6 +133,25 @@ def test_flat_and_megatron_reads_are_copies_in_memory_not_views_of_the_map(corpu
     assert open_source(corpus["npy"][0]).dtype == np.uint32
     megatron = open_source(corpus["megatron"][0])
     assert [f.suffix for f in megatron.files()] == [".bin", ".idx"] and megatron.path.suffix == ".bin"
+
+
+def test_mapped_reads_stay_right_in_a_forked_worker_and_name_a_file_cut_under_them(corpus, tmp_path):
+    # Reads go through a descriptor the source keeps open: a forked worker must read through its own,
+    # and a file cut after it was mapped must give one line naming it, not short or stale tokens.
+    source = open_source(corpus["flat"][0])
+    assert source.read(2, 9).tolist() == FLAT[2:9]
+    pid = os.fork()
+    if pid == 0:  # the child reports by its exit code only
+        os._exit(0 if source.read(3, 11).tolist() == FLAT[3:11] else 1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    cut = tmp_path / "cut.bin"
+    cut.write_bytes(np.array(FLAT, dtype=np.uint16).tobytes())
+    cut_source = open_source(cut, dtype="uint16")
+    assert cut_source.read(0, 4).tolist() == FLAT[:4]
+    with open(cut, "r+b") as handle:
+        handle.truncate(10)  # 5 tokens left of len(FLAT)
+    with pytest.raises(InputError, match=r"cut\.bin: the file ended at byte 10"):
+        cut_source.read(0, 8)
 
 
 @pytest.mark.parametrize("name", FORMATS)

@@ -9,6 +9,7 @@ with one read of those bytes (:meth:`MappedSource._read`). Neither records docum
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -38,12 +39,34 @@ class MappedSource:
     def _read(self, start: int, stop: int) -> np.ndarray:
         """Tokens ``[start, stop)`` read into this process's memory, not a view of the map: the
         pages of a mapped file that have been read stay resident in the process until the map is
-        closed, so a worker that counted 10 GB of a file through its map would hold 10 GB."""
+        closed, so a worker that counted 10 GB of a file through its map would hold 10 GB. Where
+        the platform has positioned reads, the bytes go straight into the array through a
+        descriptor this process keeps open (a training batch is one read per window: opening the
+        file for each cost 15 µs of a 20 µs read)."""
         tokens = self._tokens
         if not isinstance(tokens, np.memmap):  # an empty file has no map
             return tokens[start:stop]
-        return np.fromfile(tokens.filename, dtype=self.dtype, count=stop - start,
-                           offset=tokens.offset + start * self.dtype.itemsize)
+        offset = tokens.offset + start * self.dtype.itemsize
+        if not hasattr(os, "preadv"):
+            return np.fromfile(tokens.filename, dtype=self.dtype, count=stop - start, offset=offset)
+        out = np.empty(stop - start, dtype=self.dtype)
+        view, done = memoryview(out).cast("B"), 0
+        while done < len(view):  # one call unless the range is larger than the kernel reads at once
+            got = os.preadv(self._descriptor(), [view[done:]], offset + done)
+            if got == 0:
+                raise InputError(f"{self.path}: the file ended at byte {offset + done}: was it cut while being read?")
+            done += got
+        return out
+
+    def _descriptor(self) -> int:
+        """A read-only descriptor of the mapped file, opened once per process (a forked worker opens
+        its own) and closed when the source is collected."""
+        pid = os.getpid()
+        if self.__dict__.get("_opened", (None,))[0] != pid:
+            descriptor = os.open(self._tokens.filename, os.O_RDONLY)
+            weakref.finalize(self, os.close, descriptor)
+            self._opened = (pid, descriptor)
+        return self._opened[1]
 
     def document_lengths(self) -> np.ndarray | None:
         """int64 (D,) tokens per document, or None: this format records no document boundaries."""
