@@ -1,7 +1,7 @@
 """Training throughput of ``ctxstair lm train`` on the CPU, side by side: against the trainer before
 the move to ``transformers`` models, and against a plain Hugging Face loop over the same model.
 
-    python benchmarks/lm_throughput.py                      # several minutes on 2 quiet cores; Markdown tables
+    python benchmarks/lm_throughput.py                      # about 18 minutes on 2 quiet cores; Markdown tables
     python benchmarks/lm_throughput.py --quick              # a tiny model, one round (smoke test)
     python benchmarks/lm_throughput.py --before /tmp/base   # the old trainer from an existing checkout
 
@@ -303,8 +303,9 @@ def cpu_model() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after step 0")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per run")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per run")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds; (a) needs several: its two sides run one after the other")
     parser.add_argument("--before", type=Path, default=None,
                         help=f"a checkout of {BEFORE_COMMIT} (made with git worktree, and removed after, when missing)")
     parser.add_argument("--quick", action="store_true", help="a tiny model, one round of a few steps (smoke test)")

@@ -2,7 +2,7 @@
 their headline numbers.
 
     ctxstair bench                    # signatures, corpus_signatures, ensemble, analysis_overhead,
-                                      # lm_throughput, memory, reproducible, monitor, explorer (≈ 20 min)
+                                      # lm_throughput, memory, reproducible, monitor, explorer (≈ 30 min)
     ctxstair bench --only ensemble    # one of them
 
 Each script runs as a subprocess of the current Python and prints its own Markdown table; this
