@@ -75,6 +75,18 @@ def test_existing_output_is_kept_unless_forced(tmp_path, capsys):
     assert not (out / "mine.txt").exists() and (out / "signatures.npz").exists()
 
 
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    import ctxstair
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"ctxstair {version('ctxstair')}\n"
+    assert ctxstair.__version__ == version("ctxstair")
+
+
 def test_entry_point_prints_no_traceback():
     run = subprocess.run([sys.executable, "-m", "ctxstair", "signatures", "add", "--set", "N=-3"],
                          capture_output=True, text=True)

@@ -17,6 +17,7 @@ import pytest
 
 from ctxstair.corpus import count_corpus, read_stats
 from ctxstair.corpus.megatron import write_indexed
+from ctxstair.corpus.sources import open_source
 from ctxstair.errors import InputError
 
 V, W = 40, 8
@@ -242,6 +243,24 @@ def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
     _refused(_cli("count", "text.txt", "--vocab-size", str(V), *base, "--out", "t", cwd=tmp_path), "tokenize")
     for name in ("small", "n", "u", "f", "o", "c", "p", "t"):
         assert not (tmp_path / name).exists(), name
+
+
+def test_a_text_file_named_bin_is_refused_unless_accepted_as_tokens(tmp_path):
+    text = "It was the best of times, it was the worst of times.\n" * 4000  # 212 kB: every id < 2^16
+    (tmp_path / "train.bin").write_text(text)
+    args = ["count", "train.bin", "--vocab-size", str(2**16), "--window", str(W), "--tokens", "3,5,7,11"]
+    _refused(_cli(*args, "--out", "refused", cwd=tmp_path), "train.bin: its first 212,000 bytes read as text",
+             "--text-ok")
+    assert not (tmp_path / "refused").exists()
+    accepted = _cli(*args, "--text-ok", "--out", "accepted", cwd=tmp_path)
+    assert accepted.returncode == 0, accepted.stderr
+    assert read_stats(tmp_path / "accepted").manifest["tokens"] == len(text) // 2 // W * W
+    # Token ids are not text: a uint16 file of ids below 256 has a zero byte in every id, and random
+    # ids over a large vocabulary leave few runs of printable bytes.
+    rng = np.random.default_rng(0)
+    for name, ids in [("small-ids.bin", rng.integers(0, 256, 5000)), ("large-ids.bin", rng.integers(0, 50_000, 5000))]:
+        ids.astype(np.uint16).tofile(tmp_path / name)
+        assert open_source(tmp_path / name).n_tokens == 5000
 
 
 def test_statistics_of_another_version_or_tokenizer_are_refused(tmp_path):

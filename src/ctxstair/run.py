@@ -29,7 +29,7 @@ from safetensors.torch import load as load_tensors
 from safetensors.torch import save as save_tensors
 
 from ctxstair import rundir, tasks
-from ctxstair.config import Config, RunConfig, dump_yaml, load_yaml
+from ctxstair.config import Config, RunConfig, dump_yaml, from_dict
 from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.integrity import check_digest, digest
@@ -39,6 +39,16 @@ from ctxstair.signatures import SignatureHierarchy
 from ctxstair.tasks import Dataset
 
 CHECKPOINT_DIR = "checkpoint"
+
+
+def stored_config(folder: Path, cls: type) -> Config:
+    """The configuration of type ``cls`` in ``folder/config.yaml``; InputError naming the file for
+    damaged YAML (:func:`ctxstair.rundir.read_yaml`), an unknown key or a value of the wrong type."""
+    data = rundir.read_yaml(folder, "config.yaml")
+    try:
+        return from_dict(data, cls).validate()
+    except InputError as error:
+        raise InputError(f"{folder / 'config.yaml'}: {error}") from None
 
 
 def config_class(path: Path) -> type:
@@ -65,10 +75,9 @@ class Run:
     @cached_property
     def config(self) -> Config:
         """The resolved configuration saved in ``config.yaml`` (:class:`RunConfig` or :class:`LMConfig`)."""
-        path = self.path / "config.yaml"
-        if not path.is_file():
+        if not (self.path / "config.yaml").is_file():
             raise InputError(f"{self.path} is not a ctxstair run directory (no config.yaml)")
-        return load_yaml(path.read_text(), config_class(self.path))
+        return stored_config(self.path, config_class(self.path))
 
     @property
     def time_unit(self) -> str:
@@ -112,7 +121,7 @@ class Run:
         """InputError unless ``folder`` holds a run with this run's configuration."""
         if not (folder / "config.yaml").is_file():
             raise InputError(f"cannot resume {folder}: no run there (config.yaml missing)")
-        stored = load_yaml((folder / "config.yaml").read_text(), type(self.config))
+        stored = stored_config(folder, type(self.config))
         for key in getattr(type(self.config), "RESUME_MAY_CHANGE", ()):  # how it runs, not what it computes
             section, name = key.split(".")
             setattr(getattr(stored, section), name, getattr(getattr(self.config, section), name))

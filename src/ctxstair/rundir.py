@@ -66,14 +66,26 @@ def directory_kind(path: str | os.PathLike) -> str | None:
 
 
 def _has_corpus(config: Path) -> bool:
-    """Whether a ``config.yaml`` has a ``corpus`` section (a language-model run's config)."""
+    """Whether a ``config.yaml`` has a ``corpus`` section (a language-model run's config); InputError
+    naming it when it is damaged (:func:`read_yaml`)."""
+    return "corpus" in read_yaml(config.parent, config.name)
+
+
+def read_yaml(run_dir: str | os.PathLike, name: str) -> dict:
+    """A YAML mapping of the run directory (``config.yaml``); InputError naming the file and line
+    (:func:`damaged`) when it is not valid YAML, not a mapping, or was cut short."""
     import yaml
 
+    path = Path(run_dir) / name
     try:
-        data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(data, dict) and "corpus" in data
+        data = yaml.safe_load(_read_whole(run_dir, name))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise damaged(path, f"not valid YAML ({getattr(error, 'problem', None) or 'unreadable'})",
+                      None if mark is None else mark.line + 1) from None
+    if not isinstance(data, dict):
+        raise damaged(path, f"a YAML {type(data).__name__}, not a mapping of sections")
+    return data
 
 
 def snapshot_path(run_dir: str | os.PathLike, t: int, unit: str = "epoch") -> Path:
@@ -146,15 +158,36 @@ def write_metrics(run_dir: str | os.PathLike, rows: list[dict]) -> None:
 
 
 def read_metric_rows(run_dir: str | os.PathLike) -> list[dict]:
-    """The rows of ``metrics.jsonl`` as written (an empty list when there is none yet)."""
+    """The rows of ``metrics.jsonl`` as written (an empty list when there is none yet); InputError
+    naming the file and line (:func:`damaged`) for a line that is not a JSON object with the time
+    (``epoch`` or ``step``), or a file cut short."""
     path = Path(run_dir) / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    if not path.is_file():
+        return []
+    rows = []
+    for line, text in enumerate(_read_text(run_dir, "metrics.jsonl").splitlines(), start=1):  # a cut row is not JSON
+        if text.strip():
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise damaged(path, f"not a JSON object ({error.msg})", line) from None
+            if not isinstance(row, dict) or not ("epoch" in row or "step" in row):
+                raise damaged(path, "a row without its epoch or step", line)
+            rows.append(row)
+    return rows
 
 
 def read_metrics(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     """``metrics.jsonl`` of an ensemble run as columns ``member``, ``epoch`` (int) and ``loss``,
-    ``acc`` (float), file order. InputError if the file is missing."""
-    rows = [json.loads(line) for line in _read_text(run_dir, "metrics.jsonl").splitlines() if line.strip()]
+    ``acc`` (float), file order. InputError if the file is missing or damaged (a row without one of
+    the four: named with its line)."""
+    if not (Path(run_dir) / "metrics.jsonl").is_file():
+        _read_text(run_dir, "metrics.jsonl")  # the missing-file message
+    rows = read_metric_rows(run_dir)
+    for line, row in enumerate(rows, start=1):
+        missing = [key for key in ("member", "epoch", "loss", "acc") if key not in row]
+        if missing:
+            raise damaged(Path(run_dir) / "metrics.jsonl", f"row {line} has no {', '.join(missing)}")
     return {
         "member": np.array([r["member"] for r in rows], dtype=np.int64),
         "epoch": np.array([r["epoch"] for r in rows], dtype=np.int64),
@@ -179,31 +212,42 @@ def write_table(run_dir: str | os.PathLike, name: str, columns: Sequence[str], r
     atomic_write_text(Path(run_dir) / name, buffer.getvalue())
 
 
-def read_table(run_dir: str | os.PathLike, name: str, ints: Sequence[str] = (), strings: Sequence[str] = ()
-               ) -> dict[str, np.ndarray]:
+def read_table(run_dir: str | os.PathLike, name: str, ints: Sequence[str] = (), strings: Sequence[str] = (),
+               columns: Sequence[str] = ()) -> dict[str, np.ndarray]:
     """A CSV file of :func:`write_table` as columns: ``ints`` as int64, ``strings`` as str, every
-    other column as float64 (NaN where empty)."""
-    rows = list(csv.DictReader(io.StringIO(_read_text(run_dir, name))))
-    columns = rows[0].keys() if rows else []
-    return {key: np.array([int(r[key]) for r in rows], dtype=np.int64) if key in ints
-            else np.array([r[key] for r in rows], dtype=str) if key in strings
-            else np.array([float(r[key]) if r[key] else np.nan for r in rows]) for key in columns}
+    other column as float64 (NaN where empty). InputError naming the file and line (:func:`damaged`)
+    when the header lacks one of ``columns`` (default: ``ints`` and ``strings``), a row has another
+    number of fields than the header, a value is not a number, or the file was cut short."""
+    path = Path(run_dir) / name
+    lines = list(csv.reader(io.StringIO(_read_whole(run_dir, name))))
+    if not lines:
+        raise damaged(path, "empty: no header")
+    header, rows = lines[0], lines[1:]
+    missing = [key for key in (*columns, *ints, *strings) if key not in header]
+    if missing:
+        raise damaged(path, f"the header has no {', '.join(missing)}", 1)
+    table = {key: [] for key in header}
+    for line, row in enumerate(rows, start=2):
+        if len(row) != len(header):
+            raise damaged(path, f"{len(row)} fields where the header has {len(header)}", line)
+        for key, value in zip(header, row, strict=True):
+            try:
+                table[key].append(value if key in strings else int(value) if key in ints
+                                  else float(value) if value else np.nan)
+            except ValueError:
+                raise damaged(path, f"{key} is {value!r}, not a number", line) from None
+    return {key: np.array(values, dtype=np.int64 if key in ints else str if key in strings else np.float64)
+            for key, values in table.items()}
 
 
 def read_alignment(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     """``alignment.csv`` as columns: ``member``, ``epoch`` (int), ``signature`` (str), ``pearson``,
-    ``spearman``, ``one_minus_mse`` (float, NaN where empty), ``defined`` (bool)."""
-    rows = list(csv.DictReader(io.StringIO(_read_text(run_dir, "alignment.csv"))))
-    number = lambda key: np.array([float(r[key]) if r[key] else np.nan for r in rows])  # noqa: E731
-    return {
-        "member": np.array([int(r["member"]) for r in rows], dtype=np.int64),
-        "epoch": np.array([int(r["epoch"]) for r in rows], dtype=np.int64),
-        "signature": np.array([r["signature"] for r in rows], dtype=str),
-        "pearson": number("pearson"),
-        "spearman": number("spearman"),
-        "one_minus_mse": number("one_minus_mse"),
-        "defined": np.array([r["defined"] == "true" for r in rows], dtype=bool),
-    }
+    ``spearman``, ``one_minus_mse`` (float, NaN where empty), ``defined`` (bool); InputError naming
+    the file and line when it is not what :func:`write_alignment` wrote."""
+    table = read_table(run_dir, "alignment.csv", ints=("member", "epoch"), strings=("signature", "defined"),
+                       columns=ALIGNMENT_COLUMNS)
+    table["defined"] = table["defined"] == "true"
+    return table
 
 
 def alignment_series(table: dict[str, np.ndarray], signature: str, member: int, column: str = "pearson"):
@@ -258,9 +302,38 @@ def write_json(run_dir: str | os.PathLike, name: str, payload: dict) -> None:
     atomic_write_text(Path(run_dir) / name, json.dumps(_json_safe(payload), indent=2) + "\n")
 
 
-def read_json(run_dir: str | os.PathLike, name: str) -> dict:
-    """Parse a JSON file of the run directory."""
-    return json.loads(_read_text(run_dir, name))
+def read_json(run_dir: str | os.PathLike, name: str, keys: Sequence[str] = ()) -> dict:
+    """Parse a JSON file of the run directory: an object holding ``keys``; InputError naming the
+    file (:func:`damaged`) when it is not valid JSON, not an object, lacks a key or was cut short."""
+    path = Path(run_dir) / name
+    try:
+        payload = json.loads(_read_text(run_dir, name))  # JSON ends itself: a cut file is not JSON
+    except json.JSONDecodeError as error:
+        raise damaged(path, f"not valid JSON ({error.msg})", error.lineno) from None
+    if not isinstance(payload, dict):
+        raise damaged(path, f"a JSON {type(payload).__name__}, not an object")
+    missing = [key for key in keys if key not in payload]
+    if missing:
+        raise damaged(path, f"no {', '.join(missing)}")
+    return payload
+
+
+def damaged(path: Path, problem: str, line: int | None = None) -> InputError:
+    """The one-line refusal of a file that is not what ctxstair wrote: the file (and line), the
+    problem, and what to do."""
+    where = f"{path}:{line}" if line is not None else str(path)
+    return InputError(f"{where}: {problem}: the file is damaged or was not written by ctxstair; restore it, "
+                      "or run the command that wrote it again")
+
+
+def _read_whole(run_dir: str | os.PathLike, name: str) -> str:
+    """The text of a CSV or YAML file of the run directory, which its writer ends with a newline: a
+    file that does not was cut short (a copy or a disk that stopped mid-file), and unlike JSON these
+    formats would read the part that is left (a number cut to fewer digits) without a complaint."""
+    text = _read_text(run_dir, name)
+    if text and not text.endswith("\n"):
+        raise damaged(Path(run_dir) / name, "cut short (no newline at its end)")
+    return text
 
 
 def _read_text(run_dir: str | os.PathLike, name: str) -> str:
@@ -269,6 +342,10 @@ def _read_text(run_dir: str | os.PathLike, name: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path} not found: is {Path(run_dir)} a ctxstair run directory?") from None
+    except UnicodeDecodeError:
+        raise damaged(path, "not UTF-8 text") from None
+    except OSError as error:
+        raise InputError(f"{path} cannot be read: {error.strerror}") from None
 
 
 def _csv_value(value) -> str:

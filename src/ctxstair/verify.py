@@ -25,10 +25,10 @@ def run_directories(path: Path) -> list[Path]:
     if kind in (rundir.RUN, rundir.LM_RUN):
         return [path]
     if kind == rundir.RECIPE:
-        children = [path / part for part in rundir.read_json(path, "recipe.json")["parts"]]
+        children = [path / part for part in rundir.read_json(path, "recipe.json", keys=("parts",))["parts"]]
         return [run for child in children for run in run_directories(child)]
     if kind == rundir.SWEEP:
-        cells = rundir.read_json(path, "sweep.json")["cells"]
+        cells = rundir.read_json(path, "sweep.json", keys=("cells",))["cells"]
         children = [path / "cells" / cell["name"] for cell in cells if (path / "cells" / cell["name"]).is_dir()]
         return [run for child in children for run in run_directories(child)]
     raise InputError(f"{path} is not a ctxstair run, recipe or sweep directory "

@@ -29,6 +29,7 @@ import json
 import sys
 from pathlib import Path
 
+import ctxstair
 from ctxstair import numerics, rundir, tasks
 from ctxstair.cli.options import add_training_options
 from ctxstair.config import parse_overrides
@@ -56,6 +57,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``ctxstair`` argument parser with one sub-command per action."""
     parser = _Parser(prog="ctxstair", description="Probability signatures and the Context Staircase.")
+    parser.add_argument("--version", action="version", version=f"ctxstair {ctxstair.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     commands.add_parser("tasks", help="list the synthetic tasks and their parameters")

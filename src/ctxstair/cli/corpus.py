@@ -52,6 +52,9 @@ def register(commands) -> None:
     count.add_argument("--seed", type=int, default=0, help="the sample's seed (the measurement's default)")
     count.add_argument("--dtype", default=None, help="token dtype of flat .bin files (default uint16)")
     count.add_argument("--column", default=None, help="token column of Parquet/Arrow tables (default input_ids)")
+    count.add_argument("--text-ok", action="store_true",
+                       help="count a flat .bin whose first MiB reads as text (refused otherwise: a text file "
+                            "named .bin is not token ids)")
     count.add_argument("--workers", type=int, default=1, help="local worker processes")
     count.add_argument("--ray", default=None, metavar="ADDRESS",
                        help="count on Ray instead: local (a Ray on this machine), auto (the cluster `ray start` "
@@ -91,7 +94,7 @@ def cmd_count(args: argparse.Namespace) -> None:
                          dtype=args.dtype, column=args.column, workers=args.workers, ray=args.ray,
                          groups=groups, block_tokens=args.block_tokens, unit_tokens=args.unit_tokens,
                          resume=args.resume, force=args.force,
-                         max_bytes=int(args.max_gib * 2**30), progress=True)
+                         max_bytes=int(args.max_gib * 2**30), progress=True, text_ok=args.text_ok)
     seconds = time.monotonic() - started
     print(f"{args.out}: {stats.summary()}; {seconds:.1f} s ({stats.manifest['tokens'] / max(seconds, 1e-9) / 1e6:.1f} "
           "M tokens/s)")

@@ -81,7 +81,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
                  groups: dict[str, list[int]] | None = None, block_tokens: int = 1000,
                  dtype: str | None = None, column: str | None = None, workers: int = 1, ray: str | None = None,
                  unit_tokens: int | None = None, resume: bool = False, force: bool = False,
-                 max_bytes: int | None = None, progress: bool = False) -> CorpusStats:
+                 max_bytes: int | None = None, progress: bool = False, text_ok: bool = False) -> CorpusStats:
     """Count ``sources`` into the statistics directory ``out`` (module docstring) and return it.
 
     Args:
@@ -110,6 +110,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
         progress: show a progress bar (tokens, rate, time left) on stderr.
+        text_ok: count a flat ``.bin`` whose first bytes read as text, which is refused otherwise
+            (:func:`ctxstair.corpus.flat.refuse_text`).
     """
     k = int_in_range(K if k is None else k, "k", 1)
     prefix_labels = int_in_range(PREFIX_LABELS if prefix_labels is None else prefix_labels, "prefix_labels", 1)
@@ -126,7 +128,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     given = None if tokens is None else check_id_subset(np.asarray(tokens), vocab_size, "tokens")
     if ("groups" in count) != (groups is not None):
         raise InputError("the word groups are counted with groups= (word -> token ids) and only then")
-    specs, counts = _open_sources(sources, window, documents, dtype, column)
+    specs, counts = _open_sources(sources, window, documents, dtype, column, text_ok)
     total_windows = sum(counts)
     if total_windows == 0:
         raise InputError(f"the sources hold no window of {window} tokens")
@@ -262,7 +264,8 @@ def _choice(value: str, allowed: tuple[str, ...], name: str) -> str:
     return value
 
 
-def _open_sources(paths, window: int, documents: str, dtype, column) -> tuple[list[SourceSpec], list[int]]:
+def _open_sources(paths, window: int, documents: str, dtype, column, text_ok: bool
+                  ) -> tuple[list[SourceSpec], list[int]]:
     """The specs of every source (folders expanded) and their window counts."""
     from ctxstair.corpus.sources import open_sources
 
@@ -274,7 +277,7 @@ def _open_sources(paths, window: int, documents: str, dtype, column) -> tuple[li
         raise InputError(f"{text[0]} is text: tokenize it first (ctxstair corpus tokenize FILES --tokenizer T --out "
                          "PREFIX), then count PREFIX.idx")
     specs, counts = [], []
-    for source in open_sources(paths, dtype=dtype, column=column):
+    for source in open_sources(paths, dtype=dtype, column=column, text_ok=text_ok):
         specs.append(SourceSpec(str(source.path), source.kind, str(source.dtype) if source.kind == "flat" else None,
                                 getattr(source, "column", None)))
         counts.append(windows(source, window, documents).n_windows)
@@ -283,7 +286,7 @@ def _open_sources(paths, window: int, documents: str, dtype, column) -> tuple[li
 
 def _describe(spec: SourceSpec) -> dict:
     """A source as the manifest records it: its description and each file's size and SHA-256."""
-    source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column)
+    source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column, text_ok=True)  # checked
     files = [{"name": Path(file).name, "bytes": Path(file).stat().st_size, "sha256": _sha256(Path(file))}
              for file in source.files()]
     return {**source.describe(), "files": files}

@@ -8,6 +8,7 @@ with one read of those bytes (:meth:`MappedSource._read`). Neither records docum
 
 from __future__ import annotations
 
+import codecs
 import os
 import weakref
 from pathlib import Path
@@ -91,11 +92,40 @@ class FlatSource(MappedSource):
 
     kind = "flat"
 
-    def __init__(self, path: str | os.PathLike, dtype: str | np.dtype = "uint16"):
+    def __init__(self, path: str | os.PathLike, dtype: str | np.dtype = "uint16", text_ok: bool = False):
+        """``text_ok``: accept a file whose first bytes read as text (:func:`refuse_text`)."""
         self.path = Path(path)
         self.dtype = flat_dtype(dtype, self.path)
         self._tokens = map_tokens(self.path, self.dtype)
         self.n_tokens = len(self._tokens)
+        if not text_ok:
+            refuse_text(self.path, self.dtype)
+
+
+#: How much of a headerless token file is looked at for text.
+TEXT_SAMPLE_BYTES = 1 << 20
+
+
+def refuse_text(path: Path, dtype: np.dtype) -> None:
+    """InputError when the first :data:`TEXT_SAMPLE_BYTES` of a headerless token file are printable
+    UTF-8 text throughout: a text file given where token ids were meant. Real token ids almost never
+    read so (a uint16 id below 256 has a zero byte; every byte printable needs every id in narrow
+    ranges), so the rare file that does is accepted only when asked for (``text_ok``)."""
+    with open(path, "rb") as handle:
+        sample = handle.read(TEXT_SAMPLE_BYTES)
+    if not sample:
+        return
+    try:  # a character cut at the sample's end is left out, not an error
+        text = codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
+    except UnicodeDecodeError:
+        return
+    if text.translate(_WHITESPACE).isprintable():
+        raise InputError(f"{path}: its first {len(sample):,} bytes read as text ({text[:40]!r}…), not {dtype.name} "
+                         "token ids: tokenize text first (ctxstair corpus tokenize), or accept the file as "
+                         "tokens with --text-ok (text_ok=True)")
+
+
+_WHITESPACE = {ord(c): None for c in "\t\n\r"}
 
 
 class NpySource(MappedSource):

@@ -99,7 +99,7 @@ class TokenSource(abc.ABC):
 
 
 def open_source(path: str | os.PathLike, *, kind: str | None = None, dtype: str | None = None,
-                column: str | None = None) -> TokenSource:
+                column: str | None = None, text_ok: bool = False) -> TokenSource:
     """The reader of one tokenized file (see the module's table for how ``kind`` is inferred).
 
     Args:
@@ -109,6 +109,8 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, dtype: str 
             The other formats record their own; a dtype given for them must be the stored one.
         column: the token column of a Parquet or Arrow file (default: ``input_ids``, else
             ``tokens``, else the only list-of-integer column); refused for other formats.
+        text_ok: accept a flat ``.bin`` whose first bytes read as text, which is refused otherwise
+            (:func:`ctxstair.corpus.flat.refuse_text`); the other formats have headers.
     """
     path = Path(path)
     kind = _kind(path) if kind is None else kind
@@ -118,7 +120,7 @@ def open_source(path: str | os.PathLike, *, kind: str | None = None, dtype: str 
         raise InputError(f"{path}: column={column!r} applies to Parquet and Arrow files, not to a {kind} file")
     if kind == "flat":
         from ctxstair.corpus.flat import FlatSource
-        return FlatSource(path, "uint16" if dtype is None else dtype)
+        return FlatSource(path, "uint16" if dtype is None else dtype, text_ok=text_ok)
     if kind == "npy":
         from ctxstair.corpus.flat import NpySource
         source = NpySource(path)

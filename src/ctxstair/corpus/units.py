@@ -88,7 +88,8 @@ class Job:
 @functools.lru_cache(maxsize=64)
 def window_index(spec: SourceSpec, window: int, documents: str):
     """The windows of a source (:func:`ctxstair.corpus.sources.windows`), opened once per process."""
-    source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column)
+    # A spec is made from a source already opened, and refused, in the count's own process.
+    source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column, text_ok=True)
     return windows(source, window, documents)
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import matplotlib.pyplot as plt
-import yaml
 
 from ctxstair import rundir, tasks
 from ctxstair.analysis import analyse
@@ -365,11 +364,11 @@ def _identify(out: Path) -> tuple[str, list[str]]:
     """(recipe name, parts) of a recipe output directory (:func:`ctxstair.rundir.directory_kind`)."""
     kind = rundir.directory_kind(out)
     if kind == rundir.RECIPE:
-        info = rundir.read_json(out, "recipe.json")
+        info = rundir.read_json(out, "recipe.json", keys=("recipe", "parts"))
         return info["recipe"], info["parts"]
     if kind in (rundir.RUN, rundir.LM_RUN):
-        data = yaml.safe_load((out / "config.yaml").read_text())
-        if not isinstance(data, dict) or "recipe" not in data:
+        data = rundir.read_yaml(out, "config.yaml")
+        if "recipe" not in data:
             raise InputError(f"{out / 'config.yaml'} does not name a recipe")
         return str(data["recipe"]), [""]
     raise InputError(f"{out} is not a ctxstair run directory (no config.yaml or recipe.json)")

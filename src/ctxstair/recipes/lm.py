@@ -147,7 +147,7 @@ def _analysis_numbers(run: Path, steps: np.ndarray, peak: int, first_third: np.n
     (``best_layer``, ``best``), the direct path's share (``direct``), the snapshots from the ρ_next
     peak on (``after_rise``) and the fraction of them where the probe beats its control."""
     table = read_lm_analysis(run)
-    permutations = rundir.read_json(run, TOKENS_FILE)["settings"]["null_permutations"]
+    permutations = rundir.read_json(run, TOKENS_FILE, keys=("settings",))["settings"]["null_permutations"]
     _, probe = measure_series(table, "probe_heldout_mse")
     _, shuffled = measure_series(table, "probe_shuffled_mse")
     layers = sorted({p for p, m in zip(table["part"], table["measure"]) if m == "attention_path_corr"}, key=int)

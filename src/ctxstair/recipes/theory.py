@@ -118,7 +118,7 @@ def read_scaling(out: Path) -> tuple[list[float], list[int], np.ndarray]:
 def measure(out: Path, paths: dict[str, Path]) -> dict:
     """The numbers of ``init-scaling`` from ``recipe.json`` and ``init_scaling.csv``: the parameters,
     γ's, widths and mean squares, the RMS ratios (G, D, M+1) and the slope fits per γ (``fits``)."""
-    params = rundir.read_json(out, "recipe.json")["params"]
+    params = rundir.read_json(out, "recipe.json", keys=("params",))["params"]
     gammas, widths, mean_squares = read_scaling(out)
     ratios = order_rms_ratios(mean_squares)  # (G, D, M+1)
     return dict(params=params, gammas=gammas, widths=widths, seeds=mean_squares.shape[2], ratios=ratios,

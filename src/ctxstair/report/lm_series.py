@@ -130,7 +130,7 @@ def analysis_series(folder: str | os.PathLike) -> StaircaseSeries:
     """The series of an ``analyze-model`` output folder (``analysis.json``), one state per checkpoint,
     with the flags of its series checks (``checks``; none in a folder written before them)."""
     folder = Path(folder)
-    result = rundir.read_json(folder, ANALYSIS_FILE)
+    result = rundir.read_json(folder, ANALYSIS_FILE, keys=("checkpoints", "source", "setup"))
     rows = result["checkpoints"]
     names = [row["name"] for row in rows]
     # A position is known for the series only where every row has it (a Hub series may end with main).

@@ -82,7 +82,7 @@ def run_cell(job: CellJob) -> str:
 def run_directories(cell_dir: Path) -> dict[str, Path]:
     """Part name -> run directory of a cell ('' for a single-run recipe)."""
     if (cell_dir / "recipe.json").is_file():
-        return {part: cell_dir / part for part in rundir.read_json(cell_dir, "recipe.json")["parts"]}
+        return {part: cell_dir / part for part in rundir.read_json(cell_dir, "recipe.json", keys=("parts",))["parts"]}
     return {"": cell_dir}
 
 
@@ -145,7 +145,7 @@ def lm_numbers(run: Path) -> dict[str, Any]:
     else:
         val = [r["val_loss"] for r in rundir.read_metric_rows(run) if "val_loss" in r]
         numbers["val_loss_end"] = val[-1] if val else None
-    numbers["train_seconds"] = rundir.read_json(run, "resources.json")["seconds"]
+    numbers["train_seconds"] = rundir.read_json(run, "resources.json", keys=("seconds",))["seconds"]
     return numbers
 
 

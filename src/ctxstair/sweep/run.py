@@ -131,7 +131,7 @@ def _claim(out: Path, spec: dict[str, Any], resume: bool, force: bool) -> Output
 def sweep_rows(out: Path) -> list[dict[str, Any]]:
     """Rows of ``sweep.csv``: for every complete cell, its name and grid values, then the rows of
     :func:`~ctxstair.sweep.cells.member_rows`. Cells still missing are left out."""
-    spec = rundir.read_json(out, "sweep.json")
+    spec = rundir.read_json(out, "sweep.json", keys=("cells",))
     rows = []
     for cell in spec["cells"]:
         if (out / "cells" / cell["name"]).is_dir():
@@ -145,7 +145,7 @@ def write_sweep_report(out: str | Path) -> Path:
     from ctxstair.report import sweep_figures
 
     out = Path(out)
-    spec = rundir.read_json(out, "sweep.json")
+    spec = rundir.read_json(out, "sweep.json", keys=("cells",))
     rows = sweep_rows(out)
     if not rows:
         raise InputError(f"{out} has no complete cell yet; continue it with --resume")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from ctxstair import rundir
 from ctxstair.alignment.pca import pca_paths
@@ -79,7 +78,7 @@ def lm_payload(run_dir: str | Path, page_dir: str | Path | None = None) -> dict:
 def _title(run_dir: Path) -> str:
     """The page's title from the run's configuration (never the directory's name: a run is built under
     a temporary name, and the same files must give the same page)."""
-    config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
+    config = rundir.read_yaml(run_dir, "config.yaml") if (run_dir / "config.yaml").is_file() else {}
     config = config if isinstance(config, dict) else {}
     corpus = (config.get("corpus") or {}).get("source", "a corpus")
     return f"{config.get('recipe', 'language model')} on {corpus}: the embeddings over training"
@@ -102,8 +101,8 @@ def _word_groups(run_dir: Path, tokenizer: TextTokenizer) -> tuple[list[str], li
     if len(words) >= MIN_WORDS:
         return words, groups, np.array(ids, dtype=np.int64)
     if (run_dir / TOKENS_FILE).is_file():
-        tokens, name = np.asarray(rundir.read_json(run_dir, TOKENS_FILE)["tokens"][:FREQUENT_TOKENS]), \
-            "most frequent tokens"
+        counted = rundir.read_json(run_dir, TOKENS_FILE, keys=("tokens",))["tokens"]
+        tokens, name = np.asarray(counted[:FREQUENT_TOKENS]), "most frequent tokens"
     else:  # trained with --no-analysis: no token counts; a BPE's merges come in order of frequency
         ids = np.arange(tokenizer.vocab_size)
         tokens, name = ids[tokenizer.word_like(ids)][:FREQUENT_TOKENS], "the tokenizer's first word-like tokens"

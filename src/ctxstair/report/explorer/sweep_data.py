@@ -27,7 +27,7 @@ LM_MARK = "peak_rise"
 def cell_dirs(sweep_dir: str | Path) -> list[Path]:
     """The directories of the sweep's cells that exist, in ``sweep.json`` order."""
     sweep_dir = Path(sweep_dir)
-    spec = rundir.read_json(sweep_dir, "sweep.json")
+    spec = rundir.read_json(sweep_dir, "sweep.json", keys=("cells",))
     cells = [sweep_dir / "cells" / cell["name"] for cell in spec["cells"]]
     return [cell for cell in cells if cell.is_dir()]
 
@@ -50,7 +50,7 @@ def sweep_payload(sweep_dir: str | Path, page_dir: str | Path | None = None) -> 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, page_dir)).as_posix()
 
-    spec = rundir.read_json(sweep_dir, "sweep.json")
+    spec = rundir.read_json(sweep_dir, "sweep.json", keys=("cells",))
     rows = list(csv.DictReader(io.StringIO((sweep_dir / "sweep.csv").read_text()))) \
         if (sweep_dir / "sweep.csv").is_file() else []
     grid, keys = spec["grid"], list(spec["grid"])

@@ -1,0 +1,138 @@
+"""Damaged files of a run directory other than its snapshots: every command that reads one exits 2
+with one line naming the file (and the line, where there is one), and changes nothing.
+
+A damage is what a disk, a copy or a hand leaves behind: a file cut in the middle, a line of
+``metrics.jsonl`` cut short, a config that is no longer YAML, a JSON file that is no longer JSON."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctxstair.cli import main
+
+SHORT_RUN = ["run", "staircase-add", "--set", "task.N=6", "--set", "model.d=8", "--set", "train.epochs=60",
+             "--set", "snapshots.every=20"]
+
+
+SHORT_LM = ["lm", "train", "--set", "model.d_model=16", "--set", "model.n_layers=1", "--set", "model.n_heads=2",
+            "--set", "model.head_dim=8", "--set", "model.d_mlp=32", "--set", "corpus.window=16",
+            "--set", "corpus.vocab_size=300", "--set", "corpus.max_tokens=20000", "--set", "train.steps=40",
+            "--set", "train.batch_size=8", "--set", "snapshots.log_points=3", "--set", "snapshots.every=20",
+            "--set", "analysis.k=40", "--set", "analysis.probe_steps=30", "--set", "analysis.windows=16"]
+
+
+@pytest.fixture(scope="module")
+def finished_lm(tmp_path_factory):
+    """A complete LM run: trained, analysed (``lm_analysis.csv``), reported."""
+    out = tmp_path_factory.mktemp("finished_lm") / "run"
+    assert main([*SHORT_LM, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A complete recipe run: trained, analysed, reported."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    assert main([*SHORT_RUN, "--out", str(out)]) == 0
+    return out
+
+
+def cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def cut_third_line(path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    lines[2] = lines[2][: len(lines[2]) // 2] + "\n"
+    path.write_text("".join(lines))
+
+
+def not_yaml(path: Path) -> None:
+    path.write_text("model: [d, 8\n")
+
+
+def not_json(path: Path) -> None:
+    path.write_text(path.read_text().replace('"', "", 1))
+
+
+def a_list(path: Path) -> None:
+    path.write_text("[1, 2]\n")
+
+
+#: (file, damage, what the message says besides the file's name).
+DAMAGES = {
+    "metrics-line": ("metrics.jsonl", cut_third_line, ":3: not a JSON object"),
+    "metrics-cut": ("metrics.jsonl", cut_in_half, "not a JSON object"),
+    "alignment-cut": ("alignment.csv", cut_in_half, "cut short"),
+    "alignment-line": ("alignment.csv", cut_third_line, ":3: "),
+    "config-yaml": ("config.yaml", not_yaml, "not valid YAML"),
+    "config-cut": ("config.yaml", cut_in_half, ""),
+    "summary-json": ("summary.json", not_json, "not valid JSON"),
+    "summary-list": ("summary.json", a_list, "not an object"),
+}
+#: The commands that read each file, as arguments after ``ctxstair`` (``{run}``: the run directory).
+COMMANDS = {
+    "report": ["report", "{run}"],
+    "explore": ["explore", "{run}"],
+    "resume": [*SHORT_RUN, "--out", "{run}", "--resume"],
+}
+READS = {
+    "metrics.jsonl": ["report", "explore", "resume"],
+    "alignment.csv": ["report", "explore", "resume"],
+    "config.yaml": ["report", "explore", "resume"],
+    "summary.json": ["explore"],  # report and resume write it afresh from the other files
+}
+CASES = [(damage, command) for damage, (file, _, _) in DAMAGES.items() for command in READS[file]]
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("damage, command", CASES, ids=[f"{d}-{c}" for d, c in CASES])
+def test_a_damaged_file_is_named_in_one_line_and_nothing_changes(finished, tmp_path, capsys, damage, command):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    file, harm, says = DAMAGES[damage]
+    harm(run / file)
+    before = contents(run)
+    capsys.readouterr()
+    code = main([arg.replace("{run}", str(run)) for arg in COMMANDS[command]])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("ctxstair: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(run / file) in err and says in err, err
+    assert contents(run) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no sibling left half-written
+
+
+def test_verify_names_a_damaged_metrics_file(finished, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    cut_third_line(run / "metrics.jsonl")
+    capsys.readouterr()
+    assert main(["verify", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{run / 'metrics.jsonl'}:3: not a JSON object" in err, err
+
+
+LM_CASES = [(damage, command) for damage in ("cut", "line") for command in ("report", "explore", "resume")]
+
+
+@pytest.mark.parametrize("damage, command", LM_CASES, ids=[f"{d}-{c}" for d, c in LM_CASES])
+def test_a_damaged_lm_analysis_is_named_in_one_line_and_nothing_changes(finished_lm, tmp_path, capsys, damage,
+                                                                       command):
+    run = tmp_path / "run"
+    shutil.copytree(finished_lm, run)
+    (cut_in_half if damage == "cut" else cut_third_line)(run / "lm_analysis.csv")
+    before = contents(run)
+    capsys.readouterr()
+    argv = {"report": ["report", str(run)], "explore": ["explore", str(run)],
+            "resume": [*SHORT_LM, "--out", str(run), "--resume"]}[command]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert str(run / "lm_analysis.csv") in err and ("cut short" if damage == "cut" else ":3: ") in err, err
+    assert contents(run) == before
