@@ -24,9 +24,13 @@ partial output behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import ctxstair
@@ -167,23 +171,74 @@ _COMMANDS = {"tasks": cmd_tasks, "signatures": cmd_signatures, "recipes": cmd_re
              "report": cmd_report}
 
 
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) or SIGTERM arrived while a command ran; like KeyboardInterrupt, not an
+    Exception, so that no ``except Exception`` on the way turns it into another error."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 success, 1 a run failed while running, 2 bad input)."""
+    """Entry point; returns the exit code (0 success, 1 a run failed while running, 2 bad input,
+    128 + the signal's number after Ctrl-C or SIGTERM, with one line saying how to continue)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if getattr(args, "reproducible", False):  # already on when started as `ctxstair`; in-process, checked here
-            numerics.configure(reproducible=True)
-        if hasattr(args, "reproducible") and numerics.settings()["mode"] == "reproducible":
-            numerics.apply_to_torch()  # a CPU without AVX2 is refused before anything is written
-        (_COMMANDS.get(args.command) or args.handler)(args)
+        with _signals_as_exceptions():
+            if getattr(args, "reproducible", False):  # already on when started as `ctxstair`; in-process, checked here
+                numerics.configure(reproducible=True)
+            if hasattr(args, "reproducible") and numerics.settings()["mode"] == "reproducible":
+                numerics.apply_to_torch()  # a CPU without AVX2 is refused before anything is written
+            (_COMMANDS.get(args.command) or args.handler)(args)
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)
         return 2
     except RunFailed as error:
         print(f"ctxstair: run failed: {error}", file=sys.stderr)
         return 1
+    except Interrupted as interruption:
+        print(f"ctxstair: interrupted by {interruption}: {continuing(args, argv)}", file=sys.stderr)
+        return 128 + interruption.signum
     return 0
+
+
+def continuing(args: argparse.Namespace, argv: list[str]) -> str:
+    """What an interrupted command left and the command that continues it: with ``--resume`` where
+    the command has it (every file it wrote is whole, written atomically), else the same command."""
+    if not hasattr(args, "resume"):
+        return f"nothing it wrote is half-written; to finish, run again: ctxstair {shlex.join(argv)}"
+    again = [arg for arg in argv if arg != "--force"] + ([] if args.resume else ["--resume"])
+    out = getattr(args, "out", None)
+    state = Path(out) / "checkpoint" / "state.json" if out is not None else None
+    kept = "what it completed is kept"
+    if state is not None and state.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            step = {k: v for k, v in json.loads(state.read_text()).items() if k in ("epoch", "step")}
+            kept = f"training is kept up to its checkpoint at {', '.join(f'{k} {v}' for k, v in step.items())}"
+    return f"{kept}; continue with: ctxstair {shlex.join(again)}"
+
+
+@contextlib.contextmanager
+def _signals_as_exceptions():
+    """Ctrl-C and SIGTERM raise :class:`Interrupted` in the command (so that its ``finally`` blocks
+    run and the one line is printed); the handlers that were there are put back after. Only in the
+    main thread, where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupted(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, raise_interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":
