@@ -285,6 +285,15 @@ def test_statistics_of_another_version_or_tokenizer_are_refused(tmp_path):
     with pytest.raises(InputError, match="version 0"):
         read_stats(stats.path)
     _refused(_cli("info", str(stats.path), cwd=tmp_path), "version 0")
+    # A damaged directory is named where it is read: a manifest that lost a key, arrays cut in half.
+    (stats.path / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "counted"}))
+    with pytest.raises(InputError, match=r"manifest\.json has no counted: the file is damaged"):
+        read_stats(stats.path)
+    (stats.path / "manifest.json").write_text(json.dumps(manifest))
+    arrays = (stats.path / "stats.safetensors").read_bytes()
+    (stats.path / "stats.safetensors").write_bytes(arrays[: len(arrays) // 2])
+    with pytest.raises(InputError, match=r"stats\.safetensors.*damaged"):
+        StaircaseSetup.from_stats(stats.path, settings, tokenizer=tokenizer)
 
 
 def test_bigram_table_is_every_pair_of_consecutive_tokens_of_a_window(tmp_path):

@@ -35,6 +35,7 @@ The arrays of ``stats.safetensors`` (T tracked tokens, Y prefix labels, V the vo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -42,7 +43,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as save_safetensors
 
 from ctxstair.errors import InputError
@@ -52,6 +53,10 @@ FORMAT = "ctxstair-corpus-statistics"
 #: Bumped whenever an array's meaning or the manifest changes; older directories are refused.
 VERSION = 1
 MANIFEST, ARRAYS = "manifest.json", "stats.safetensors"
+#: What every manifest holds (:func:`ctxstair.corpus.count.count_corpus` writes them, with the format
+#: and version); a manifest without one of them is damaged.
+MANIFEST_KEYS = ("sources", "window", "documents", "vocab_size", "tokenizer", "tokens", "windows", "counted",
+                 "settings")
 #: The record ``ctxstair corpus tokenize`` writes next to a shard (``PREFIX.ctxstair.json``): the
 #: identity of its tokenizer, checked when shards are counted.
 RECORD_SUFFIX = ".ctxstair.json"
@@ -103,6 +108,9 @@ class CorpusStats:
         if manifest.get("version") != VERSION:
             raise InputError(f"{self.path} was written by statistics version {manifest.get('version')}, this "
                              f"ctxstair reads version {VERSION}: count the corpus again")
+        missing = [key for key in MANIFEST_KEYS if key not in manifest]
+        if missing:
+            raise InputError(f"{file} has no {', '.join(missing)}: the file is damaged; count the corpus again")
         self.manifest = manifest
 
     @property
@@ -122,15 +130,34 @@ class CorpusStats:
 
     @cached_property
     def _names(self) -> set[str]:
-        with safe_open(self.path / ARRAYS, framework="numpy") as handle:
+        with self._arrays() as handle:
             return set(handle.keys())
 
     def array(self, name: str) -> np.ndarray:
-        """One array of ``stats.safetensors`` (module docstring); InputError when it was not counted."""
+        """One array of ``stats.safetensors`` (module docstring); InputError when it was not counted,
+        or naming the file when it is missing or damaged."""
         if name not in self._names:
             raise InputError(f"{self.path} has no {name!r}: it was counted with {', '.join(self.counted)} only")
-        with safe_open(self.path / ARRAYS, framework="numpy") as handle:
-            return handle.get_tensor(name)
+        with self._arrays() as handle:
+            try:
+                return handle.get_tensor(name)
+            except SafetensorError as error:
+                raise InputError(f"{self.path / ARRAYS}: {name!r} cannot be read ({error}): the file is "
+                                 "damaged; count the corpus again") from None
+
+    @contextlib.contextmanager
+    def _arrays(self):
+        """``stats.safetensors`` opened; InputError naming it when it is missing or not safetensors."""
+        file = self.path / ARRAYS
+        try:
+            handle = safe_open(file, framework="numpy")
+        except FileNotFoundError:
+            raise InputError(f"{file} is missing: the statistics directory is incomplete; count the corpus "
+                             "again") from None
+        except SafetensorError as error:
+            raise InputError(f"{file} cannot be read ({error}): the file is damaged; count the corpus again") from None
+        with handle:
+            yield handle
 
     def require(self, *what: str) -> CorpusStats:
         """Refuse (InputError) a directory that lacks one of the statistics ``what``."""
