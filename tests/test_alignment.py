@@ -353,3 +353,15 @@ def test_bad_input_names_the_argument(call, argument):
     with pytest.raises(InputError, match=argument) as info:
         call()
     assert isinstance(info.value, ValueError)
+
+
+def test_a_probe_result_prints_as_one_line_of_sizes_and_held_out_scores():
+    from ctxstair.alignment.probe import ProbeResult
+
+    r = np.linspace(0.1, 0.9, 9)
+    result = ProbeResult(heldout_pearson=r, heldout_pearson_per_fold=np.tile(r[:, None], (1, 5)),
+                         v=np.zeros((9, 5, 40)), pair_folds=np.zeros(190, dtype=np.int64))
+    text = repr(result)
+    assert "\n" not in text and len(text) < 200, text
+    assert text == ("ProbeResult(9 snapshots × 5 folds, 190 pairs, v (9, 5, 40); held-out Pearson r: "
+                    "0.100, 0.200, 0.300, …, 0.700, 0.800, 0.900)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -134,6 +135,24 @@ def test_resume_reads_finished_checkpoints_back_and_force_replaces_only_when_com
     assert main([*args, "--no-probe", "--out", str(out), "--force"]) == 0
     assert "probe_heldout_mse" not in json.loads((out / "analysis.json").read_text())["checkpoints"][0]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no replacement left over
+
+
+def test_damaged_files_of_a_series_are_named_in_one_line(tmp_path, tokenizer, corpus_file, capsys):
+    save_model(tmp_path / "run" / "checkpoint-1", tokenizer, seed=1)
+    save_model(tmp_path / "run" / "checkpoint-2", tokenizer, seed=2)
+    args = ["analyze-model", str(tmp_path / "run"), "--corpus", str(corpus_file), "--k", "20", "--window", "32"]
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    cases = {"analysis.json": (lambda f: f.write_text(f.read_text()[:-40]), "report", "not valid JSON"),
+             "similarity.npz": (lambda f: f.write_bytes(f.read_bytes()[:100]), "report", "not a readable .npz"),
+             "checkpoints/checkpoint-1.npz": (lambda f: f.write_bytes(b"PK"), "resume", "not a readable .npz")}
+    for file, (harm, command, says) in cases.items():
+        out = shutil.copytree(tmp_path / "whole", tmp_path / file.replace("/", "-"))
+        harm(out / file)
+        capsys.readouterr()
+        argv = ["report", str(out)] if command == "report" else [*args, "--out", str(out), "--resume"]
+        assert main(argv) == 2, file
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{out / file}" in err and says in err, err
 
 
 def test_cli_unknown_model_exits_2_with_one_line(tmp_path, capsys):

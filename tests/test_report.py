@@ -200,3 +200,11 @@ def test_report_html_is_self_contained_escaped_and_reproducible(run):
         write_report(run, **{**kwargs, "key_numbers": [{**key_numbers[0], "met": "yes"}]})
     with pytest.raises(InputError, match="not found"):
         write_report(run, **{**kwargs, "figures": [("x", "figures/none.png")]})
+
+
+def test_a_staircase_series_prints_as_one_line_with_its_headline():
+    from ctxstair.report.lm_series import StaircaseSeries
+
+    series = StaircaseSeries("runs/lm", ["step 0", "step 10", "step 20"], np.array([0, 10, 20]),
+                             {"rho_next": np.array([np.nan, 0.012, 0.5]), "probe_heldout_mse": np.ones(3)})
+    assert repr(series) == "StaircaseSeries('runs/lm': 3 states (step 0 … step 20), 2 measures; ρ_next 0.012 → 0.500)"

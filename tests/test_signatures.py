@@ -159,3 +159,11 @@ def test_invalid_input_is_rejected_with_a_message_naming_the_argument(kwargs, ma
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         signatures.label_signature(**args)
+
+
+def test_a_hierarchy_prints_as_one_line_of_sizes_and_shapes():
+    hierarchy = signatures.signature_hierarchy(tasks.make("add", N=6), max_order=1)
+    text = repr(hierarchy)
+    assert "\n" not in text and len(text) < 200, text
+    assert text.startswith(f"SignatureHierarchy({len(hierarchy.tokens)} tokens, {len(hierarchy.labels)} labels")
+    assert f"order 1 {tuple(hierarchy.orders[1].shape)}" in text

@@ -257,21 +257,29 @@ def alignment_series(table: dict[str, np.ndarray], signature: str, member: int, 
     return table["epoch"][keep][order], table[column][keep][order]
 
 
-def read_signatures(run_dir: str | os.PathLike) -> SignatureHierarchy:
-    """``signatures.npz`` of a run directory as a :class:`~ctxstair.signatures.SignatureHierarchy`
-    (``tokens`` (T,), ``labels`` (K_l,), ``context`` (P,), ``occurrence`` (V,), ``orders`` =
-    (order0 (T, K_l), order1 (T, K_l, P), ...) as present). InputError if missing or incomplete."""
-    path = Path(run_dir) / "signatures.npz"
+def read_npz(run_dir: str | os.PathLike, name: str, keys: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file of the directory (nothing unpickled); InputError when it is
+    missing, naming the file (:func:`damaged`) when it is not a readable ``.npz`` or lacks one of
+    ``keys``."""
+    path = Path(run_dir) / name
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
     except FileNotFoundError:
-        raise InputError(f"{path} not found: is {Path(run_dir)} a ctxstair run directory?") from None
-    except Exception as error:  # zipfile / numpy raise several types for corrupt files
-        raise InputError(f"{path} is unreadable: {error}") from None
-    missing = [k for k in ("tokens", "labels", "context", "occurrence", "order0") if k not in arrays]
+        raise InputError(f"{path} not found: is {Path(run_dir)} a ctxstair output directory?") from None
+    except Exception as error:  # zipfile and numpy raise several types for a damaged file
+        raise damaged(path, f"not a readable .npz ({error})") from None
+    missing = [key for key in keys if key not in arrays]
     if missing:
-        raise InputError(f"{path} lacks the arrays {missing}")
+        raise damaged(path, f"no array {', '.join(missing)}")
+    return arrays
+
+
+def read_signatures(run_dir: str | os.PathLike) -> SignatureHierarchy:
+    """``signatures.npz`` of a run directory as a :class:`~ctxstair.signatures.SignatureHierarchy`
+    (``tokens`` (T,), ``labels`` (K_l,), ``context`` (P,), ``occurrence`` (V,), ``orders`` =
+    (order0 (T, K_l), order1 (T, K_l, P), ...) as present). InputError if missing or incomplete."""
+    arrays = read_npz(run_dir, "signatures.npz", keys=("tokens", "labels", "context", "occurrence", "order0"))
     orders = []
     while f"order{len(orders)}" in arrays:
         orders.append(arrays[f"order{len(orders)}"])

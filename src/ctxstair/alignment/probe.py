@@ -57,6 +57,13 @@ class ProbeResult:
     v: np.ndarray
     pair_folds: np.ndarray
 
+    def __repr__(self) -> str:
+        """One line: the sizes and the held-out Pearson r per snapshot (first and last three)."""
+        r = [f"{x:.3f}" for x in np.asarray(self.heldout_pearson, dtype=float)]
+        shown = r if len(r) <= 6 else [*r[:3], "…", *r[-3:]]
+        return (f"ProbeResult({len(r)} snapshots × {self.heldout_pearson_per_fold.shape[-1]} folds, "
+                f"{len(self.pair_folds)} pairs, v {tuple(self.v.shape)}; held-out Pearson r: {', '.join(shown)})")
+
 
 def probe_alignment(
     phi: object,

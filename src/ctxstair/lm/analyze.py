@@ -379,8 +379,7 @@ def _finished(folder: Path, name: str, n_tokens: int) -> tuple[dict, np.ndarray]
     if not (row_file.is_file() and rows_file.is_file()):
         return None
     row = read_json_file(row_file)
-    with np.load(rows_file, allow_pickle=False) as stored:
-        W = stored["embedding_rows"]
+    W = rundir.read_npz(folder, _checkpoint_file(name, ".npz"), keys=("embedding_rows",))["embedding_rows"]
     if not isinstance(row, dict) or row.get("name") != name or W.shape[0] != n_tokens:
         raise InputError(f"{row_file} is not the result of checkpoint {name} for this analysis")
     # null in JSON is an undefined measure: NaN, as the measurement returned it

@@ -28,6 +28,7 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
+from ctxstair import rundir
 from ctxstair.alignment.similarity import upper_triangle
 from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, RHO_NEXT_SPEARMAN, SHUFFLED
 from ctxstair.report.lm_series import StaircaseSeries, read_series, run_losses
@@ -272,8 +273,8 @@ def analysis_figure(folder: str | os.PathLike) -> plt.Figure:
     path measures, the attention-path correlation (a heatmap over layer and checkpoint) and the path
     shares; for a single model, its attention paths per layer and its path shares instead."""
     series = read_series(folder)
-    with np.load(Path(folder) / SIMILARITY_FILE, allow_pickle=False) as similarity:
-        S_next, S_emb = similarity["next"], similarity["embedding"]
+    similarity = rundir.read_npz(folder, SIMILARITY_FILE, keys=("next", "embedding"))
+    S_next, S_emb = similarity["next"], similarity["embedding"]
     several, paths = len(series.names) > 1, bool(series.layers())
     n_rows = 2 if several and paths else 1
     n_cols = 3 if several or paths else 1

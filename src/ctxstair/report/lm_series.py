@@ -24,7 +24,7 @@ from ctxstair import rundir
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.analysis.lm_staircase import read_lm_analysis
 from ctxstair.errors import InputError
-from ctxstair.lm.schema import ATTENTION_CORR, LOG_PREFIX, PATH_SHARE, key, parts
+from ctxstair.lm.schema import ATTENTION_CORR, LOG_PREFIX, PATH_SHARE, RHO_NEXT, key, parts
 
 #: The file of an analyze-model folder that holds its rows.
 ANALYSIS_FILE = "analysis.json"
@@ -66,6 +66,15 @@ class StaircaseSeries:
     flagged: dict[str, list[str]] = field(default_factory=dict)
     keep_flagged: bool = False
     tokens: np.ndarray | None = None
+
+    def __repr__(self) -> str:
+        """One line: the source, the states and ρ_next first → last where it was measured."""
+        where = f" ({self.names[0]} … {self.names[-1]})" if len(self.names) > 1 else ""
+        rho = self.values.get(RHO_NEXT)
+        finite = np.array([]) if rho is None else rho[np.isfinite(rho)]
+        headline = f"; ρ_next {finite[0]:.3f} → {finite[-1]:.3f}" if len(finite) else ""
+        return (f"StaircaseSeries({self.source!r}: {len(self.names)} states{where}, {len(self.values)} measures"
+                f"{headline})")
 
     def has(self, measure: str, part: str = "") -> bool:
         """Whether ``measure`` (with ``part``) was measured at some state."""

@@ -29,6 +29,12 @@ class SignatureHierarchy:
     occurrence: np.ndarray
     orders: tuple[np.ndarray, ...]
 
+    def __repr__(self) -> str:
+        """One line: the sizes and each order's shape."""
+        shapes = ", ".join(f"order {m} {tuple(sig.shape)}" for m, sig in enumerate(self.orders))
+        return (f"SignatureHierarchy({len(self.tokens)} tokens, {len(self.labels)} labels, {len(self.context)} "
+                f"context tokens, V = {len(self.occurrence)}; {shapes})")
+
     def as_arrays(self) -> dict[str, np.ndarray]:
         """Flat name -> array mapping (``order0``, ``order1``, ...) for ``np.savez``."""
         arrays = {"tokens": self.tokens, "labels": self.labels, "context": self.context, "occurrence": self.occurrence}
