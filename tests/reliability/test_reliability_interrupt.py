@@ -17,21 +17,28 @@ CASES = {
 }
 
 
+def interrupted(argv: list[str], env: dict[str, str], signum: int, ready) -> tuple[int, str]:
+    """Start ``argv``, send it ``signum`` as soon as ``ready()`` holds while it still runs; (exit
+    code, stderr)."""
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert process.poll() is None, "the command ended before it was interrupted"
+    process.send_signal(signum)
+    err = process.communicate(timeout=120)[1]
+    return process.returncode, err
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_an_interrupted_command_says_how_to_continue_and_continuing_finishes_the_run(tmp_path, name):
     args, signum, unit = CASES[name]
     env = environment()
     run_to_end(command(*args, "--out", str(tmp_path / "reference")), env)
     out = tmp_path / "interrupted"
-    process = subprocess.Popen(command(*args, "--out", str(out)), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not (out / "checkpoint" / "state.json").is_file() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert process.poll() is None, "the run ended before its first checkpoint"
-    process.send_signal(signum)
-    err = process.communicate(timeout=120)[1]
-    assert process.returncode == 128 + signum, err
+    code, err = interrupted(command(*args, "--out", str(out)), env, signum,
+                            ready=lambda: (out / "checkpoint" / "state.json").is_file())
+    assert code == 128 + signum, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
     line = lines[0]
@@ -52,15 +59,9 @@ def test_an_interrupted_corpus_count_continues_to_the_same_statistics(tmp_path):
     env = environment()
     run_to_end(command(*args, "--out", str(tmp_path / "reference")), env)
     out = tmp_path / "interrupted"
-    process = subprocess.Popen(command(*args, "--out", str(out)), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while len(list((out / ".units").glob("*.json"))) < 10 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert process.poll() is None, "the count ended before it was interrupted"
-    process.send_signal(signal.SIGINT)
-    err = process.communicate(timeout=120)[1]
-    assert process.returncode == 130 and err.count("\n") == 1 and "Traceback" not in err, err
+    code, err = interrupted(command(*args, "--out", str(out)), env, signal.SIGINT,
+                            ready=lambda: len(list((out / ".units").glob("*.json"))) >= 10)
+    assert code == 130 and err.count("\n") == 1 and "Traceback" not in err, err
     again = shlex.split(err.split("continue with: ", 1)[1])
     assert again == ["ctxstair", *args, "--out", str(out), "--resume"]
     assert subprocess.run(command(*again[1:]), env=env, capture_output=True, timeout=600).returncode == 0
