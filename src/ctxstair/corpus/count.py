@@ -77,8 +77,7 @@ def word_like_mask(tokenizer, counts: np.ndarray) -> np.ndarray:
 def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size: int | None = None,
                  window: int = WINDOW, documents: str = "joined", count=DEFAULT_COUNT, tokens=None,
                  k: int | None = None, prefix_labels: int | None = None, attention_windows: int | None = None,
-                 seed: int | None = None,
-                 groups: dict[str, list[int]] | None = None, block_tokens: int = 1000,
+                 seed: int | None = None, groups: dict[str, list[int]] | None = None, block_tokens: int = 1000,
                  dtype: str | None = None, column: str | None = None, workers: int = 1, ray: str | None = None,
                  unit_tokens: int | None = None, resume: bool = False, force: bool = False,
                  max_bytes: int | None = None, progress: bool = False, text_ok: bool = False) -> CorpusStats:
@@ -101,7 +100,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             LM runs' :class:`~ctxstair.config.lm.LMAnalysisConfig`).
         groups, block_tokens: with ``groups`` counted, the words of ``ctxstair semantics`` (word -> its
             token ids) whose next-token pairs are counted per block of ``block_tokens`` positions.
-        dtype, column: the token dtype of flat ``.bin`` files, the token column of tables.
+        dtype, column, text_ok: the token dtype of flat ``.bin`` files, the token column of tables,
+            and whether a flat ``.bin`` that reads as text is counted (:func:`~ctxstair.corpus.flat.refuse_text`).
         workers: local worker processes; ray: a Ray address (``local``, ``auto`` or an address),
             instead of local processes.
         unit_tokens: tokens per work unit (default: an equal share of the corpus per worker, at most
@@ -110,8 +110,6 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
         progress: show a progress bar (tokens, rate, time left) on stderr.
-        text_ok: count a flat ``.bin`` whose first bytes read as text, which is refused otherwise
-            (:func:`ctxstair.corpus.flat.refuse_text`).
     """
     k = int_in_range(K if k is None else k, "k", 1)
     prefix_labels = int_in_range(PREFIX_LABELS if prefix_labels is None else prefix_labels, "prefix_labels", 1)
