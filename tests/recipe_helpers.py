@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+from ctxstair.io import RECORD
 from ctxstair.recipes import run_recipe
 
 
@@ -50,6 +51,14 @@ def check_report(out: Path, numbers: list[str] | None = None, n_figures: int | N
 
 def run_contents(run: Path) -> dict[str, bytes]:
     """Every file of a run directory by relative path, except ``resources.json`` (peak memory and
-    seconds: the one machine-dependent file)."""
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
+    seconds: the one machine-dependent file); a record of files (``ctxstair.sha256``) without its
+    line of ``resources.json``."""
+    return {p.relative_to(run).as_posix(): _without_resources(p) for p in sorted(run.rglob("*"))
             if p.is_file() and p.name != "resources.json"}
+
+
+def _without_resources(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.name != RECORD:
+        return data
+    return b"".join(line for line in data.splitlines(keepends=True) if not line.endswith(b"  resources.json\n"))

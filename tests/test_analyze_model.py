@@ -144,15 +144,19 @@ def test_damaged_files_of_a_series_are_named_in_one_line(tmp_path, tokenizer, co
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
     cases = {"analysis.json": (lambda f: f.write_text(f.read_text()[:-40]), "report", "not valid JSON"),
              "similarity.npz": (lambda f: f.write_bytes(f.read_bytes()[:100]), "report", "not a readable .npz"),
-             "checkpoints/checkpoint-1.npz": (lambda f: f.write_bytes(b"PK"), "resume", "not a readable .npz")}
+             "checkpoints/checkpoint-1.npz": (lambda f: f.write_bytes(b"PK"), "resume", "not a readable .npz"),
+             "series.json": (lambda f: f.write_text("[1, 2]\n"), "resume", "a JSON list, not an object")}
     for file, (harm, command, says) in cases.items():
         out = shutil.copytree(tmp_path / "whole", tmp_path / file.replace("/", "-"))
         harm(out / file)
-        capsys.readouterr()
-        argv = ["report", str(out)] if command == "report" else [*args, "--out", str(out), "--resume"]
-        assert main(argv) == 2, file
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"{out / file}" in err and says in err, err
+        before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        for argv, message in ((["report", str(out)] if command == "report" else [*args, "--out", str(out), "--resume"],
+                               says), (["verify", str(out)], "corrupted or truncated")):
+            capsys.readouterr()
+            assert main(argv) == 2, (file, argv[0])
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"{out / file}" in err and message in err, err
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_cli_unknown_model_exits_2_with_one_line(tmp_path, capsys):

@@ -14,6 +14,7 @@ from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
 from ctxstair.cli import main
 from ctxstair.config import apply_overrides
 from ctxstair.config.lm import LMConfig, LMTrainConfig
+from ctxstair.io import RECORD, read_record
 from ctxstair.lm.train import lr_factor, train_lm
 from ctxstair.models import causal_lm
 from ctxstair.run import Run
@@ -56,8 +57,13 @@ def test_runs_are_deterministic_and_resume_bitwise(tmp_path):
 
 def test_run_directory_contents(tmp_path):
     run = train_lm(tiny(), tmp_path / "run")
-    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "hf_model", "members.csv", "metrics.jsonl",
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", RECORD, "hf_model", "members.csv", "metrics.jsonl",
                                                      "resources.json", "snapshots", "tokenizer.json"]
+    # the run's record lists every file but the exported model's, which has a record of its own
+    assert sorted(read_record(run)) == sorted(p.relative_to(run).as_posix() for p in run.rglob("*")
+                                              if p.is_file() and p.name != RECORD and "hf_model" not in p.parts)
+    assert sorted(read_record(run / "hf_model")) == sorted(p.name for p in (run / "hf_model").iterdir()
+                                                           if p.name != RECORD)
     steps = rundir.snapshot_times(run)
     assert steps[0] == 0 and steps[-1] == 30
     rows = rundir.read_metric_rows(run)

@@ -2,6 +2,7 @@
 resume, refusal of existing directories, ensembles, and the loss at small initialization."""
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -15,6 +16,7 @@ from recipe_helpers import run_contents as contents
 from ctxstair import rundir, tasks
 from ctxstair.config import RunConfig, apply_overrides, load_yaml
 from ctxstair.errors import InputError
+from ctxstair.io import RECORD, read_record
 from ctxstair.models import build_ensemble
 from ctxstair.run import Run
 from ctxstair.train import member_losses, snapshot_schedule, train_run
@@ -103,7 +105,12 @@ def test_run_directory_contents(tmp_path):
     cfg = config(train__members=2, train__seed=4, model__init__gamma=0.75, model__init__unembedding=1.25)
     run = train_run(cfg, tmp_path / "run", progress=False)
     names = sorted(p.name for p in run.iterdir())
-    assert names == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json", "signatures.npz", "snapshots"]
+    assert names == ["config.yaml", "ctxstair.sha256", "members.csv", "metrics.jsonl", "resources.json",
+                     "signatures.npz", "snapshots"]
+    listed = read_record(run)  # every file but the record, with its SHA-256
+    assert sorted(listed) == sorted(p.relative_to(run).as_posix() for p in run.rglob("*")
+                                    if p.is_file() and p.name != RECORD)
+    assert all(listed[name] == hashlib.sha256((run / name).read_bytes()).hexdigest() for name in listed)
     assert set(json.loads((run / "resources.json").read_text())) == {"peak_rss_mib", "seconds", "numerics"}
     assert not (run / "checkpoint").exists()
     assert not [p for p in run.rglob("*") if p.name.startswith(".")]  # no temporary files left
@@ -373,5 +380,13 @@ def test_no_snapshot_run_resumes_bitwise_and_writes_no_snapshots(tmp_path, refer
     assert contents(run) == contents(whole)
     assert rundir.snapshot_times(run) == [] and not (run / "snapshots").exists()
     with_snapshots = {k: v for k, v in reference["adam"].items() if not k.startswith("snapshots/")}
-    assert {k: v for k, v in contents(run).items() if k != "config.yaml"} == \
-        {k: v for k, v in with_snapshots.items() if k != "config.yaml"}
+    assert without_config(contents(run)) == without_config(with_snapshots)
+
+
+def without_config(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A run's files without ``config.yaml``, and its record without the lines of ``config.yaml`` and
+    the snapshots (which a run without snapshots has not)."""
+    kept = {name: data for name, data in files.items() if name != "config.yaml"}
+    kept[RECORD] = b"".join(line for line in kept[RECORD].splitlines(keepends=True)
+                            if not line.endswith(b"  config.yaml\n") and b"  snapshots/" not in line)
+    return kept

@@ -56,15 +56,17 @@ def read_verified(path: str | Path) -> bytes:
     if path.name not in files:
         raise InputError(f"{path} is not in {path.parent / MANIFEST}: it was not completely written "
                          "(resume the run to rewrite it)")
-    check_digest(path, data, files[path.name])
+    check_digest(path, data, files[path.name], path.parent / MANIFEST)
     return data
 
 
-def check_digest(path: Path, data: bytes, expected: str) -> None:
-    """InputError naming ``path`` unless ``data`` has the SHA-256 ``expected``."""
+def check_digest(path: Path, data: bytes, expected: str, record: Path | None = None) -> None:
+    """InputError naming ``path`` unless ``data`` has the SHA-256 ``expected`` (which ``record``, when
+    given, holds: named in the message)."""
     actual = digest(data)
     if actual != expected:
-        raise InputError(f"{path} is corrupted or truncated: its SHA-256 is {actual[:12]}…, the manifest "
+        where = "its record" if record is None else str(record)
+        raise InputError(f"{path} is corrupted or truncated: its SHA-256 is {actual[:12]}…, {where} "
                          f"records {expected[:12]}… ({len(data)} bytes read)")
 
 

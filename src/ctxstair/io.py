@@ -8,12 +8,20 @@ them; Python's ``tempfile`` would make them 0600 and 0700 whatever the umask.
 
 :func:`claim_output` is the one rule for an output folder that a command creates, resumes or
 replaces (training runs, recipes, sweeps, analyze-model's checkpoint series).
+
+Every finished output keeps a record of its files, ``ctxstair.sha256`` (:data:`RECORD`), in the format
+of ``sha256sum`` (so ``sha256sum -c ctxstair.sha256`` checks it without ctxstair): the folder is
+recorded when it is complete (:meth:`Output.commit`, :func:`fresh_output_dir`), and every later
+atomic write into a recorded folder updates its entry, so a file changed by anything else is found
+by ``ctxstair verify``; files are removed from an output with :func:`remove_output`, which drops
+their entries.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import io
 import os
 import secrets
@@ -44,6 +52,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _note_written(path, data)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -129,6 +138,7 @@ def fresh_output_dir(out: str | os.PathLike, force: bool = False) -> Iterator[Pa
     staging = _staging_dir(out)
     try:
         yield staging
+        record_output(staging)
         complete = staging.with_name(staging.name.removesuffix(".partial") + ".complete")
         os.replace(staging, complete)
         _replace_with(out, complete)
@@ -154,7 +164,9 @@ class Output:
 
     def commit(self) -> None:
         """Mark the output complete: a replacement takes the place of the old output (which is removed
-        only now); nothing to do for an output that was written in place."""
+        only now); nothing to do for an output that was written in place. Either way the output's
+        files are recorded (:func:`record_output`)."""
+        record_output(self.path)
         if self.path != self.final:
             _replace_with(self.final, self.path)
             self.path = self.final
@@ -225,3 +237,120 @@ def remove_stale_temporaries(root: str | os.PathLike) -> int:
             path.unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+# ---------------------------------------------------------------------------- the record of an output
+
+#: The record of a finished output folder: one ``<sha256>  <relative path>`` line per file, sorted.
+RECORD = "ctxstair.sha256"
+
+
+def record_output(folder: str | os.PathLike) -> int:
+    """Write the record of every file of ``folder`` (:func:`recorded_files`); return how many."""
+    folder = Path(folder)
+    files = {name: _sha256(path.read_bytes()) for name, path in recorded_files(folder).items()}
+    _write_record(folder, files)
+    return len(files)
+
+
+def recorded_files(folder: str | os.PathLike) -> dict[str, Path]:
+    """The files a record of ``folder`` covers, by relative POSIX path: every file below it except the
+    record itself, temporaries (names starting with a dot) and the files of a subfolder that is an
+    output with a record of its own (an exported model, a sweep's cell), which that record lists."""
+    folder = Path(folder)
+    files: dict[str, Path] = {}
+    for parent, dirs, names in os.walk(folder):
+        here = Path(parent)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (here / d / RECORD).is_file())
+        for name in names:
+            if not name.startswith(".") and not (here == folder and name == RECORD):
+                files[(here / name).relative_to(folder).as_posix()] = here / name
+    return dict(sorted(files.items()))
+
+
+def read_record(folder: str | os.PathLike) -> dict[str, str] | None:
+    """The record of ``folder`` as {relative path: SHA-256}, or None when it has none; InputError
+    naming it when a line is not ``<64 hex digits>  <path>``."""
+    path = Path(folder) / RECORD
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not a record of SHA-256 sums (not UTF-8 text); remove it and run the "
+                         "command that wrote the folder again") from None
+    files = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or not name:
+            raise InputError(f"{path}:{number}: not a '<sha256>  <file>' line; the record is damaged: remove it "
+                             "and run the command that wrote the folder again")
+        files[name] = digest
+    return files
+
+
+def remove_output(path: str | os.PathLike) -> None:
+    """Remove a file or folder of an output (nothing when it is not there) and its entries from the
+    output's record."""
+    path = Path(path)
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+    folder = _recorded_folder(path)
+    if folder is None:
+        return
+    name = path.relative_to(folder).as_posix()
+    with _locked(folder):
+        files = read_record(folder) or {}
+        kept = {n: d for n, d in files.items() if n != name and not n.startswith(name + "/")}
+        if kept != files:
+            _write_record(folder, kept)
+
+
+def _recorded_folder(path: Path) -> Path | None:
+    """The recorded output ``path`` belongs to: the nearest of its folder and the folder above that
+    holds a record (outputs keep their files at most one folder deep: ``figures/``, ``snapshots/``);
+    None for a temporary or the record itself, or outside a recorded output."""
+    if path.name == RECORD or path.name.startswith("."):
+        return None
+    for folder in (path.parent, path.parent.parent):
+        if (folder / RECORD).is_file():
+            return None if path.relative_to(folder).as_posix().startswith(".") else folder
+    return None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _write_record(folder: Path, files: dict[str, str]) -> None:
+    atomic_write_bytes(folder / RECORD, "".join(f"{d}  {n}\n" for n, d in sorted(files.items())).encode("utf-8"))
+
+
+def _note_written(path: Path, data: bytes) -> None:
+    """Update the record of the output ``path`` belongs to, if that output is recorded already."""
+    folder = _recorded_folder(path)
+    if folder is None:
+        return
+    with _locked(folder):
+        files = read_record(folder) or {}
+        files[path.relative_to(folder).as_posix()] = _sha256(data)
+        _write_record(folder, files)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (a record's read-update-write is not interleaved with
+    another process's); a no-op where ``fcntl`` does not exist."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

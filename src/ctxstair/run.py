@@ -19,7 +19,6 @@ only, for reports and notebooks).
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
@@ -33,7 +32,7 @@ from ctxstair.config import Config, RunConfig, dump_yaml, from_dict
 from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.integrity import check_digest, digest
-from ctxstair.io import atomic_write_bytes, atomic_write_text, claim_output
+from ctxstair.io import atomic_write_bytes, atomic_write_text, claim_output, remove_output
 from ctxstair.models import build_ensemble
 from ctxstair.signatures import SignatureHierarchy
 from ctxstair.tasks import Dataset
@@ -246,7 +245,7 @@ class Run:
                           json.dumps({self.time_unit: t, "tensors": name, "sha256": digest(data)}) + "\n")
         for old in folder.glob("state-*.safetensors"):
             if old.name != name:
-                old.unlink()
+                remove_output(old)
 
     def load_checkpoint(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                         generator: torch.Generator) -> int:
@@ -270,7 +269,7 @@ class Run:
         except (OSError, KeyError, TypeError, ValueError) as error:
             raise InputError(f"cannot resume {self.path}: its checkpoint is missing or unreadable ({error})") from None
         if "sha256" in info:  # checkpoints written before hashes were recorded have none
-            check_digest(path, data, info["sha256"])
+            check_digest(path, data, info["sha256"], folder / "state.json")
         try:
             return t, load_tensors(data)
         except Exception as error:  # safetensors raises its own error types for corrupt files
@@ -278,8 +277,8 @@ class Run:
 
     def clear_checkpoint(self) -> None:
         """Remove the checkpoint, its commit point (``state.json``) first."""
-        (self.path / CHECKPOINT_DIR / "state.json").unlink(missing_ok=True)
-        shutil.rmtree(self.path / CHECKPOINT_DIR, ignore_errors=True)
+        remove_output(self.path / CHECKPOINT_DIR / "state.json")
+        remove_output(self.path / CHECKPOINT_DIR)
 
 
 def _cpu_copy(value: torch.Tensor) -> torch.Tensor:

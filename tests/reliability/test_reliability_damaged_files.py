@@ -77,12 +77,13 @@ COMMANDS = {
     "report": ["report", "{run}"],
     "explore": ["explore", "{run}"],
     "resume": [*SHORT_RUN, "--out", "{run}", "--resume"],
+    "verify": ["verify", "{run}"],
 }
 READS = {
-    "metrics.jsonl": ["report", "explore", "resume"],
-    "alignment.csv": ["report", "explore", "resume"],
-    "config.yaml": ["report", "explore", "resume"],
-    "summary.json": ["explore"],  # report and resume write it afresh from the other files
+    "metrics.jsonl": ["report", "explore", "resume", "verify"],
+    "alignment.csv": ["report", "explore", "resume", "verify"],
+    "config.yaml": ["report", "explore", "resume", "verify"],
+    "summary.json": ["explore", "verify"],  # report and resume write it afresh from the other files
 }
 CASES = [(damage, command) for damage, (file, _, _) in DAMAGES.items() for command in READS[file]]
 
@@ -103,7 +104,8 @@ def test_a_damaged_file_is_named_in_one_line_and_nothing_changes(finished, tmp_p
     err = capsys.readouterr().err
     assert code == 2, err
     assert err.startswith("ctxstair: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    assert str(run / file) in err and says in err, err
+    # verify names a file its record no longer matches whatever the damage; the readers say what is wrong
+    assert str(run / file) in err and (says in err or command == "verify" and "corrupted or truncated" in err), err
     assert contents(run) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no sibling left half-written
 
@@ -118,7 +120,7 @@ def test_verify_names_a_damaged_metrics_file(finished, tmp_path, capsys):
     assert err.count("\n") == 1 and f"{run / 'metrics.jsonl'}:3: not a JSON object" in err, err
 
 
-LM_CASES = [(damage, command) for damage in ("cut", "line") for command in ("report", "explore", "resume")]
+LM_CASES = [(damage, command) for damage in ("cut", "line") for command in ("report", "explore", "resume", "verify")]
 
 
 @pytest.mark.parametrize("damage, command", LM_CASES, ids=[f"{d}-{c}" for d, c in LM_CASES])
@@ -130,9 +132,10 @@ def test_a_damaged_lm_analysis_is_named_in_one_line_and_nothing_changes(finished
     before = contents(run)
     capsys.readouterr()
     argv = {"report": ["report", str(run)], "explore": ["explore", str(run)],
-            "resume": [*SHORT_LM, "--out", str(run), "--resume"]}[command]
+            "resume": [*SHORT_LM, "--out", str(run), "--resume"], "verify": ["verify", str(run)]}[command]
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert str(run / "lm_analysis.csv") in err and ("cut short" if damage == "cut" else ":3: ") in err, err
+    says = "corrupted or truncated" if command == "verify" else "cut short" if damage == "cut" else ":3: "
+    assert str(run / "lm_analysis.csv") in err and says in err, err
     assert contents(run) == before

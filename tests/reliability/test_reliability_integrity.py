@@ -158,7 +158,7 @@ def test_language_model_snapshots_and_checkpoints_are_verified(tmp_path, capsys)
 
 def test_verify_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     code, _, err = verify(tmp_path, capsys)
-    assert code == 2 and "is not a ctxstair run, recipe or sweep directory" in err
+    assert code == 2 and "is not a ctxstair run, recipe, sweep, series or statistics directory" in err
 
 
 @pytest.mark.parametrize("record", ['{"step": 10, "file": "state_00000010.pt"}', "not json", '["state.safetensors"]'])

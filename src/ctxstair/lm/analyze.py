@@ -104,8 +104,7 @@ def check_same_series(settings: dict) -> Callable[[Path], None]:
         file = folder / SETTINGS_FILE
         if not file.is_file():
             raise InputError(f"{folder} holds no {SETTINGS_FILE}: not an analysis to resume")
-        stored = read_json_file(file)
-        stored = stored if isinstance(stored, dict) else {}
+        stored = rundir.read_json(folder, SETTINGS_FILE)  # an object, or one line naming the damaged file
         differing = next((key for key in settings if stored.get(key) != settings[key]), None)
         if differing is not None:
             raise InputError(f"{folder} holds an analysis with {differing} = {stored.get(differing)!r}, not "

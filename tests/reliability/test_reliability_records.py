@@ -1,0 +1,108 @@
+"""The record of every finished output (``ctxstair.sha256``): a run, an LM run (with its exported
+model), a sweep, an ``analyze-model`` series and a statistics directory each list every file with
+its SHA-256, ``sha256sum -c`` agrees, and ``ctxstair verify`` names any file that was changed (one
+byte), removed or added afterwards — in one line, exit 2."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_reliability_damaged_files import SHORT_LM, SHORT_RUN
+
+from ctxstair.cli import main
+from ctxstair.io import RECORD, read_record, recorded_files
+from ctxstair.lm.tokenizer import TextTokenizer
+
+SWEEP = ["sweep", "staircase-add", "--grid", "model.init.gamma=0.5,1.5", "--set", "task.N=6", "--set", "model.d=8",
+         "--set", "train.epochs=40", "--set", "snapshots.every=20"]
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, Path]:
+    """One finished output of each kind that keeps a record."""
+    root = tmp_path_factory.mktemp("outputs")
+    assert main([*SHORT_RUN, "--out", str(root / "run")]) == 0
+    assert main([*SHORT_LM, "--out", str(root / "lm")]) == 0
+    assert main([*SWEEP, "--out", str(root / "sweep")]) == 0
+    assert main(["analyze-model", str(root / "lm"), "--k", "20", "--windows", "4", "--path-windows", "2",
+                 "--probe-steps", "20", "--out", str(root / "series")]) == 0
+    tokenizer = TextTokenizer.named(str(root / "lm" / "tokenizer.json"))
+    ids = np.random.default_rng(0).integers(0, tokenizer.vocab_size, 20_000, dtype=np.uint16)
+    np.save(root / "ids.npy", ids)
+    assert main(["corpus", "count", str(root / "ids.npy"), "--tokenizer", str(root / "lm" / "tokenizer.json"),
+                 "--window", "16", "--k", "10", "--out", str(root / "stats")]) == 0
+    return {kind: root / kind for kind in ("run", "lm", "sweep", "series", "stats")}
+
+
+def records(output: Path) -> list[Path]:
+    return sorted(path.parent for path in output.rglob(RECORD))
+
+
+def verify(path: Path, capsys) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["verify", str(path)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+KINDS = ["run", "lm", "sweep", "series", "stats"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_file_of_a_finished_output_is_recorded_and_sha256sum_agrees(outputs, kind, capsys):
+    output = outputs[kind]
+    folders = records(output)
+    assert output in folders
+    covered = [folder / name for folder in folders for name in read_record(folder)]
+    every = [path for path in output.rglob("*") if path.is_file() and path.name != RECORD]
+    assert sorted(covered) == sorted(every)
+    for folder in folders:
+        subprocess.run(["sha256sum", "--check", "--quiet", "--strict", RECORD], cwd=folder, check=True)
+    code, said = verify(output, capsys)
+    assert code == 0 and f"{len(covered)} files in {len(folders)} record(s) verified" in said, said
+    if kind == "lm":
+        assert output / "hf_model" in folders  # the exported model is an output with its own record
+    if kind == "sweep":
+        assert len(folders) == 3  # the sweep and its two cells
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_verify_names_every_file_changed_by_one_byte(outputs, kind, tmp_path, capsys):
+    copy = tmp_path / kind
+    shutil.copytree(outputs[kind], copy)
+    for folder in records(copy):
+        for path in recorded_files(folder).values():
+            original = path.read_bytes()
+            flip_a_byte(path)
+            code, said = verify(copy, capsys)
+            path.write_bytes(original)
+            assert code == 2 and said.count("\n") == 1 and "Traceback" not in said, said
+            assert str(path) in said, said
+
+
+def test_verify_names_a_removed_and_an_added_file(outputs, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(outputs["run"], run)
+    (run / "summary.json").unlink()
+    code, said = verify(run, capsys)
+    assert code == 2 and f"{run / 'summary.json'} is missing although {run / RECORD} lists it" in said, said
+    shutil.copy(outputs["run"] / "summary.json", run / "summary.json")
+    (run / "figures" / "mine.png").write_bytes(b"a figure of my own")
+    code, said = verify(run, capsys)
+    assert code == 2 and f"{run / 'figures' / 'mine.png'} is not in {run / RECORD}" in said, said
+
+
+def test_a_report_written_again_keeps_the_record_current(outputs, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(outputs["run"], run)
+    (run / "report.html").unlink()
+    assert main(["report", str(run)]) == 0
+    assert verify(run, capsys)[0] == 0
