@@ -27,8 +27,8 @@ def register(commands) -> None:
                                                   "tokenize first)")
     count.add_argument("--out", type=Path, required=True, help="the statistics directory")
     count.add_argument("--tokenizer", default=None,
-                       help="the tokenizer of the ids: a tokenizer.json, a Hugging Face model folder, a fetched "
-                            "model name, or gpt2 (chooses and names the tracked tokens; analyses refuse "
+                       help="the tokenizer of the ids: a tokenizer.json or .gguf file, a Hugging Face model "
+                            "folder, a fetched model name (smollm2), or gpt2 (chooses and names the tracked tokens; analyses refuse "
                             "statistics of another tokenizer)")
     count.add_argument("--vocab-size", type=int, default=None, help="V (default: the tokenizer's)")
     count.add_argument("--window", type=int, default=DEFAULT_WINDOW,
@@ -67,8 +67,12 @@ def register(commands) -> None:
     count.set_defaults(handler=cmd_count)
     tokenize = actions.add_parser("tokenize", help="tokenize text and JSONL files into a Megatron .bin/.idx dataset "
                                                    "(one document per line or record)")
-    tokenize.add_argument("files", nargs="+", type=Path, help=".txt and .jsonl files, read in the order given")
-    tokenize.add_argument("--tokenizer", required=True, help="as for count")
+    tokenize.add_argument("files", nargs="+", type=Path,
+                          help=".txt and .jsonl files, read in the order given, or folders of them (every .txt, "
+                               ".text, .jsonl and .ndjson file below the folder, sorted by path)")
+    tokenize.add_argument("--tokenizer", required=True,
+                          help="a tokenizer.json or .gguf file, a Hugging Face model folder, a fetched model name "
+                               "(smollm2) or gpt2")
     tokenize.add_argument("--out", type=Path, required=True, help="the dataset's prefix: writes OUT.bin and OUT.idx")
     tokenize.add_argument("--field", default="text", help="text field of JSONL records")
     tokenize.add_argument("--workers", type=int, default=1, help="tokenizing processes")
