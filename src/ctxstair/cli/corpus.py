@@ -121,6 +121,7 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
 def cmd_info(args: argparse.Namespace) -> None:
     """Print what the directory holds."""
     from ctxstair.corpus import read_stats
+    from ctxstair.corpus.stats import ARRAYS
 
     stats = read_stats(args.path)
     if args.json:
@@ -134,6 +135,11 @@ def cmd_info(args: argparse.Namespace) -> None:
     else:
         print(f"tokenizer: {tokenizer['vocab_size']:,} tokens, vocabulary sha256 {tokenizer['vocab_sha256'][:16]}")
     print(f"windows: {m['window']} tokens, documents {m['documents']}; settings: {json.dumps(m['settings'])}")
+    size = (args.path / ARRAYS).stat().st_size if (args.path / ARRAYS).is_file() else 0
+    layouts = ("every array dense int64 (statistics version 1)" if "storage" not in m else ", ".join(
+        f"{name} {entry['layout'] + ' ' if entry['layout'] != 'dense' else ''}{'/'.join(entry['stored'].values())}"
+        for name, entry in m["storage"].items()))
+    print(f"stored: {size:,} bytes; {layouts}")
     for source in m["sources"]:
         files = ", ".join(f"{f['name']} ({f['bytes']:,} bytes, sha256 {f['sha256'][:12]})" for f in source["files"])
         print(f"  {source['path']} ({source['kind']}, {source['dtype']}): {source['n_tokens']:,} tokens; {files}")
