@@ -28,8 +28,8 @@ def register(commands) -> None:
     count.add_argument("--out", type=Path, required=True, help="the statistics directory")
     count.add_argument("--tokenizer", default=None,
                        help="the tokenizer of the ids: a tokenizer.json or .gguf file, a Hugging Face model "
-                            "folder, a fetched model name (smollm2), or gpt2 (chooses and names the tracked tokens; analyses refuse "
-                            "statistics of another tokenizer)")
+                            "folder, a fetched model name (smollm2), or gpt2 (chooses and names the tracked tokens; "
+                            "analyses refuse statistics of another tokenizer)")
     count.add_argument("--vocab-size", type=int, default=None, help="V (default: the tokenizer's)")
     count.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                        help=f"tokens per window (default {DEFAULT_WINDOW}, analyze-model's); the model's context "
