@@ -323,3 +323,29 @@ def test_cli_help_states_the_default_window_counts(capsys):
     defaults = StaircaseSettings()
     assert f"(default {defaults.attention_windows};" in text
     assert f"(default {defaults.path_windows}, or --windows if smaller;" in text
+
+
+def test_statistics_of_another_tokenizer_are_refused_before_any_weight_is_read(tmp_path, tokenizer, text, capsys,
+                                                                                 monkeypatch):
+    from model_helpers import write_embedding_gguf
+
+    from ctxstair.corpus import count_corpus
+    from ctxstair.lm.checkpoints import gguf_file
+
+    write_embedding_gguf(tmp_path / "model.gguf", tokenizer, "F32")
+    other = TextTokenizer.train_bpe(text, vocab_size=300)
+    np.save(tmp_path / "ids.npy", other.encode(text).astype(np.uint16))
+    count_corpus([tmp_path / "ids.npy"], tmp_path / "stats", tokenizer=other, window=16, k=5)
+
+    def never(*args):
+        raise AssertionError("the model's weights were read")
+
+    for reader in ("_gguf_embeddings", "_gguf_model", "_positions"):
+        monkeypatch.setattr(gguf_file, reader, never)
+    with pytest.raises(InputError, match="was counted with another tokenizer"):
+        analyze_model(tmp_path / "model.gguf", stats=tmp_path / "stats")
+    assert main(["analyze-model", str(tmp_path / "model.gguf"), "--stats", str(tmp_path / "stats"),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another tokenizer (vocabulary of 300 tokens" in err
+    assert not (tmp_path / "out").exists()

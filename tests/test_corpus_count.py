@@ -321,3 +321,43 @@ def test_the_count_defaults_are_the_measurement_defaults():
     expected = (settings.k, settings.prefix_labels, settings.attention_windows, settings.seed)
     assert expected == (count.K, count.PREFIX_LABELS, count.SAMPLE_WINDOWS, count.SEED)
     assert count.WINDOW == analyze.WINDOW
+
+
+def test_each_array_is_stored_in_its_smallest_exact_layout():
+    from ctxstair.corpus.stats import compact, expand, smallest_dtype
+
+    assert [smallest_dtype(np.array(v)).name for v in ([0, 255], [256], [2**32], [-1, 127], [-129], [2**40, -1])] \
+        == ["uint8", "uint16", "uint64", "int8", "int16", "int64"]
+    rng = np.random.default_rng(0)
+    mostly_zero = np.where(rng.random((6, 500, 7)) < 0.05, rng.integers(1, 70_000, (6, 500, 7)), 0)
+    cases = {"mostly zero": (mostly_zero, "csr"), "full": (rng.integers(1, 300, (40, 9)), "dense"),
+             "negative": (rng.integers(-5, 5, 30), "dense"), "empty": (np.zeros((0, 4), np.int64), "dense"),
+             "zeros": (np.zeros((3, 5), np.int64), "csr"), "sparse row": (np.eye(1, 500, 3, dtype=np.int64)[0], "csr")}
+    for name, (array, layout) in cases.items():
+        array = array.astype(np.int64)
+        entry, parts = compact(array)
+        assert entry["layout"] == layout, name
+        assert sum(a.nbytes for a in parts.values()) <= array.astype(smallest_dtype(array)).nbytes, name
+        back = expand(json.loads(json.dumps(entry)), parts)  # the entry as the manifest keeps it
+        assert back.dtype == np.int64 and np.array_equal(back, array), name
+    entry, parts = compact(mostly_zero.astype(np.int64))
+    assert entry["stored"] == {"indptr": "uint16", "indices": "uint8", "values": "uint32"}
+    with pytest.raises(ValueError, match="do not describe"):
+        expand(entry, {**parts, "indices": parts["indices"][:-1]})
+
+
+def test_a_manifest_without_storage_or_a_missing_sparse_part_is_named_as_damaged(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    stats = count_corpus([write_format("flat", planted_documents(), tmp_path)], tmp_path / "stats", **SETTINGS)
+    manifest = json.loads((stats.path / "manifest.json").read_text())
+    assert manifest["storage"]["prefix_counts"]["layout"] == "csr"
+    (stats.path / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "storage"}))
+    with pytest.raises(InputError, match=r"manifest\.json has no storage: the file is damaged"):
+        read_stats(stats.path)
+    (stats.path / "manifest.json").write_text(json.dumps(manifest))
+    arrays = load_file(str(stats.path / "stats.safetensors"))
+    del arrays["prefix_counts.csr.indices"]
+    save_file(arrays, str(stats.path / "stats.safetensors"))
+    with pytest.raises(InputError, match=r"stats\.safetensors: 'prefix_counts' cannot be read.*damaged"):
+        read_stats(stats.path).array("prefix_counts")

@@ -294,6 +294,25 @@ def test_tokenize_files_takes_any_encode_batch_and_sizes_the_dtype(texts, tmp_pa
     assert wrapped.read_bytes() == tokenize_files(paths, word_tokenizer(), tmp_path / "plain").read_bytes()
 
 
+def test_a_folder_is_tokenized_as_its_text_files_sorted_by_path(texts, tmp_path):
+    paths, _ = texts
+    folder = tmp_path / "texts"
+    (folder / "b" / "c").mkdir(parents=True)
+    (folder / "b" / "c" / "z.jsonl").write_bytes(paths[1].read_bytes())
+    (folder / "a.txt").write_bytes(paths[0].read_bytes())
+    (folder / "b" / "notes.md").write_text("not text to tokenize\n")
+    (folder / "B.txt").write_text("capital first in byte order\n")
+    tokenizer = word_tokenizer()
+    whole = tokenize_files([folder], tokenizer, tmp_path / "folder")
+    by_hand = tokenize_files([folder / "B.txt", folder / "a.txt", folder / "b" / "c" / "z.jsonl"], tokenizer,
+                             tmp_path / "by-hand")
+    assert whole.read_bytes() == by_hand.read_bytes()
+    assert whole.with_suffix(".bin").read_bytes() == by_hand.with_suffix(".bin").read_bytes()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"empty: the folder holds no \.txt, \.text, \.jsonl, \.ndjson file"):
+        tokenize_files([tmp_path / "empty"], tokenizer, tmp_path / "none")
+
+
 # --- bad inputs ----------------------------------------------------------------------------------
 
 def test_bad_files_are_refused_with_one_line(tmp_path, corpus):

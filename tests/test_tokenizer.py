@@ -160,3 +160,26 @@ def test_word_level_encoding_in_pieces_equals_one_call(text, monkeypatch):
     assert words._splits_at_newlines
     np.testing.assert_array_equal(words.encode(text), whole)
     np.testing.assert_array_equal(words.encode(text, max_tokens=1234), whole[:1234])
+
+
+def test_named_takes_a_fetched_model_a_gguf_file_and_a_model_folder(tmp_path, monkeypatch):
+    from model_helpers import write_embedding_gguf
+
+    small = TextTokenizer.train_bpe(synthetic_corpus(300), vocab_size=300)
+    sentence = "after monday comes tuesday .\n"
+    monkeypatch.setenv("CTXSTAIR_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(InputError, match="run: ctxstair data fetch smollm2"):
+        TextTokenizer.named("smollm2")
+    # A stand-in for the fetched SmolLM2: a tiny GGUF file with our BPE, where `ctxstair data fetch` puts it.
+    (tmp_path / "cache" / "smollm2").mkdir(parents=True)
+    gguf = tmp_path / "cache" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    write_embedding_gguf(gguf, small, "F32")
+    for name in ("smollm2", gguf, gguf.parent):
+        named = TextTokenizer.named(name)
+        assert named.tokenizer.to_str() != small.tokenizer.to_str()  # rebuilt from the GGUF metadata
+        np.testing.assert_array_equal(named.encode(sentence), small.encode(sentence))
+    small.save(tmp_path / "cache" / "smollm2" / "tokenizer.json")  # a folder's tokenizer.json comes first
+    assert TextTokenizer.named(gguf.parent).tokenizer.to_str() == small.tokenizer.to_str()
+    for wrong in ("shakespeare", "no-such-model"):
+        with pytest.raises(InputError, match="unknown tokenizer.*a fetched model's name \\(smollm2\\)"):
+            TextTokenizer.named(wrong)

@@ -42,7 +42,8 @@ def register(commands) -> None:
                              "for an LM run directory of ours, default: the run's own training windows")
     parser.add_argument("--stats", type=Path, default=None,
                         help="a statistics directory (ctxstair corpus count) instead of --corpus: its counts and "
-                             "window sample, counted with the model's tokenizer")
+                             "window sample, counted with the model's tokenizer (statistics of another tokenizer "
+                             "are refused before the model's weights are read)")
     parser.add_argument("--run-windows", type=Path, default=None,
                         help="an LM run directory of ours whose training windows and analysis settings replace "
                              "--corpus, as for the run itself: its exported model RUN/hf_model gives the run's "

@@ -27,9 +27,9 @@ def register(commands) -> None:
                                                   "tokenize first)")
     count.add_argument("--out", type=Path, required=True, help="the statistics directory")
     count.add_argument("--tokenizer", default=None,
-                       help="the tokenizer of the ids: a tokenizer.json, a Hugging Face model folder, a fetched "
-                            "model name, or gpt2 (chooses and names the tracked tokens; analyses refuse "
-                            "statistics of another tokenizer)")
+                       help="the tokenizer of the ids: a tokenizer.json or .gguf file, a Hugging Face model "
+                            "folder, a fetched model name (smollm2), or gpt2 (chooses and names the tracked tokens; "
+                            "analyses refuse statistics of another tokenizer)")
     count.add_argument("--vocab-size", type=int, default=None, help="V (default: the tokenizer's)")
     count.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                        help=f"tokens per window (default {DEFAULT_WINDOW}, analyze-model's); the model's context "
@@ -67,8 +67,12 @@ def register(commands) -> None:
     count.set_defaults(handler=cmd_count)
     tokenize = actions.add_parser("tokenize", help="tokenize text and JSONL files into a Megatron .bin/.idx dataset "
                                                    "(one document per line or record)")
-    tokenize.add_argument("files", nargs="+", type=Path, help=".txt and .jsonl files, read in the order given")
-    tokenize.add_argument("--tokenizer", required=True, help="as for count")
+    tokenize.add_argument("files", nargs="+", type=Path,
+                          help=".txt and .jsonl files, read in the order given, or folders of them (every .txt, "
+                               ".text, .jsonl and .ndjson file below the folder, sorted by path)")
+    tokenize.add_argument("--tokenizer", required=True,
+                          help="a tokenizer.json or .gguf file, a Hugging Face model folder, a fetched model name "
+                               "(smollm2) or gpt2")
     tokenize.add_argument("--out", type=Path, required=True, help="the dataset's prefix: writes OUT.bin and OUT.idx")
     tokenize.add_argument("--field", default="text", help="text field of JSONL records")
     tokenize.add_argument("--workers", type=int, default=1, help="tokenizing processes")
@@ -117,6 +121,7 @@ def cmd_tokenize(args: argparse.Namespace) -> None:
 def cmd_info(args: argparse.Namespace) -> None:
     """Print what the directory holds."""
     from ctxstair.corpus import read_stats
+    from ctxstair.corpus.stats import ARRAYS
 
     stats = read_stats(args.path)
     if args.json:
@@ -130,6 +135,11 @@ def cmd_info(args: argparse.Namespace) -> None:
     else:
         print(f"tokenizer: {tokenizer['vocab_size']:,} tokens, vocabulary sha256 {tokenizer['vocab_sha256'][:16]}")
     print(f"windows: {m['window']} tokens, documents {m['documents']}; settings: {json.dumps(m['settings'])}")
+    size = (args.path / ARRAYS).stat().st_size if (args.path / ARRAYS).is_file() else 0
+    layouts = ("every array dense int64 (statistics version 1)" if "storage" not in m else ", ".join(
+        f"{name} {entry['layout'] + ' ' if entry['layout'] != 'dense' else ''}{'/'.join(entry['stored'].values())}"
+        for name, entry in m["storage"].items()))
+    print(f"stored: {size:,} bytes; {layouts}")
     for source in m["sources"]:
         files = ", ".join(f"{f['name']} ({f['bytes']:,} bytes, sha256 {f['sha256'][:12]})" for f in source["files"])
         print(f"  {source['path']} ({source['kind']}, {source['dtype']}): {source['n_tokens']:,} tokens; {files}")

@@ -12,8 +12,8 @@
    labels from the counts at positions >= 1 (:func:`~ctxstair.signatures.frequent.label_set`);
 4. the ``rows`` pass counts the next-token rows and prefix counts of T on every unit;
 5. the sums (exact int64, in unit order; integer sums do not depend on the order or on the
-   number of workers) and the seeded sample of windows are written (:mod:`ctxstair.corpus.stats`),
-   the manifest last, and the work folder is removed.
+   number of workers) and the seeded sample of windows are written, each array in its compact layout
+   (:mod:`ctxstair.corpus.stats`), the manifest last, and the work folder is removed.
 
 The statistics are those of the in-memory functions on the same windows: ``unigram`` is
 ``np.bincount(windows)``, the next-token rows are :class:`~ctxstair.signatures.NextTokenCounts`'

@@ -4,14 +4,28 @@ Layout::
 
     DIR/manifest.json       what was counted, from what (below); written last, so its presence marks a
                             complete directory
-    DIR/stats.safetensors   the counts, exact integers (int64), and the sample of windows
+    DIR/stats.safetensors   the counts, exact integers, and the sample of windows, stored compactly
+                            (below) and read back as int64
 
 ``manifest.json`` holds ``format`` (:data:`FORMAT`) and ``version`` (:data:`VERSION`); the
 ``sources`` (kind, dtype, tokens, documents, and each file's name, size and SHA-256); ``tokens``
 counted (inside windows) and ``windows``; ``window`` and ``documents`` (how windows were cut); the
 ``tokenizer`` (its vocabulary size and the SHA-256 of its vocabulary, or None) and ``vocab_size`` V;
 ``counted`` (which arrays exist); and ``settings`` (k, prefix_labels, attention_windows, seed, and
-whether the tracked tokens were chosen or given).
+whether the tracked tokens were chosen or given); and ``storage``: how each array is stored.
+
+**Storage** (version 2). Each array is stored, on its own, in the smaller of two layouts:
+
+* ``dense``: the array itself, in the smallest integer dtype that holds its values (``uint8``,
+  ``uint16``, ``uint32``, ``uint64``; signed ones for negative values), under its name;
+* ``csr``: the nonzero entries over the last axis (the others flattened into rows), as
+  ``NAME.csr.indptr`` (rows + 1,), ``NAME.csr.indices`` (nnz,) and ``NAME.csr.values`` (nnz,), each in
+  its smallest dtype — chosen when it takes at most half the bytes of the dense layout (the prefix
+  counts, (T, Y, T) and mostly zero: 321 MB as int64, 4 MB as CSR on a 3 MB corpus).
+
+``storage`` maps each array's name to ``{"layout", "shape", "dtype"}`` (the dtype :meth:`CorpusStats.array`
+returns, int64 for every count) and ``stored`` (the dtype of each part). Version 1 directories (every
+array dense int64 under its name, no ``storage``) are read as they are: both give the same arrays.
 
 The arrays of ``stats.safetensors`` (T tracked tokens, Y prefix labels, V the vocabulary):
 
@@ -50,9 +64,14 @@ from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_bytes, atomic_write_text
 
 FORMAT = "ctxstair-corpus-statistics"
-#: Bumped whenever an array's meaning or the manifest changes; older directories are refused.
-VERSION = 1
+#: Bumped whenever an array's meaning or the manifest changes. Version 2 stores arrays compactly
+#: (``storage``); version 1 stored every array dense int64.
+VERSION = 2
+#: The versions this ctxstair reads; others are refused.
+READABLE = (1, 2)
 MANIFEST, ARRAYS = "manifest.json", "stats.safetensors"
+#: The sparse layout is chosen when it takes at most this share of the dense layout's bytes.
+SPARSE_SHARE = 0.5
 #: What every manifest holds (:func:`ctxstair.corpus.count.count_corpus` writes them, with the format
 #: and version); a manifest without one of them is damaged.
 MANIFEST_KEYS = ("sources", "window", "documents", "vocab_size", "tokenizer", "tokens", "windows", "counted",
@@ -63,11 +82,66 @@ RECORD_SUFFIX = ".ctxstair.json"
 
 
 def write_stats(folder: str | os.PathLike, arrays: dict[str, np.ndarray], manifest: dict) -> None:
-    """Write the arrays, then the manifest (which marks the directory complete), each atomically."""
+    """Write the arrays, each in its compact layout (module docstring), then the manifest with their
+    ``storage`` (it marks the directory complete), each file atomically."""
     folder = Path(folder)
-    atomic_write_bytes(folder / ARRAYS, save_safetensors({name: np.ascontiguousarray(a) for name, a in arrays.items()}))
-    atomic_write_text(folder / MANIFEST, json.dumps({"format": FORMAT, "version": VERSION, **manifest}, indent=2)
-                      + "\n")
+    stored, storage = {}, {}
+    for name, array in arrays.items():
+        storage[name], parts = compact(np.asarray(array))
+        stored.update({name if part is None else f"{name}.csr.{part}": values for part, values in parts.items()})
+    atomic_write_bytes(folder / ARRAYS, save_safetensors({name: np.ascontiguousarray(a) for name, a in stored.items()}))
+    atomic_write_text(folder / MANIFEST, json.dumps({"format": FORMAT, "version": VERSION, **manifest,
+                                                     "storage": storage}, indent=2) + "\n")
+
+
+def smallest_dtype(values: np.ndarray) -> np.dtype:
+    """The smallest integer dtype that holds every one of the integer ``values`` (unsigned unless one is
+    negative); the dtype itself for other arrays."""
+    if values.dtype.kind not in "iu":
+        return values.dtype
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    for dtype in (np.uint8, np.uint16, np.uint32, np.uint64) if low >= 0 else (np.int8, np.int16, np.int32, np.int64):
+        if np.iinfo(dtype).min <= low and high <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return values.dtype
+
+
+def compact(array: np.ndarray) -> tuple[dict, dict[str | None, np.ndarray]]:
+    """``(storage entry, parts)`` of one array: dense in its smallest dtype (part None), or CSR over its
+    last axis (parts ``indptr``, ``indices``, ``values``) when that takes at most :data:`SPARSE_SHARE` of
+    the dense bytes (module docstring). Exact: :func:`expand` gives ``array`` back."""
+    entry = {"shape": list(array.shape), "dtype": array.dtype.name}
+    dense = array.astype(smallest_dtype(array))
+    if array.dtype.kind in "iu" and array.ndim >= 1 and array.size:
+        rows = array.reshape(-1, array.shape[-1])
+        nonzero = rows != 0
+        parts = {"indptr": np.concatenate([[0], np.cumsum(np.count_nonzero(nonzero, axis=1))]),
+                 "indices": np.nonzero(nonzero)[1], "values": rows[nonzero]}
+        parts = {part: values.astype(smallest_dtype(values)) for part, values in parts.items()}
+        if sum(values.nbytes for values in parts.values()) <= SPARSE_SHARE * dense.nbytes:
+            return {"layout": "csr", **entry, "stored": {part: v.dtype.name for part, v in parts.items()}}, parts
+    return {"layout": "dense", **entry, "stored": {"values": dense.dtype.name}}, {None: dense}
+
+
+def expand(entry: dict, parts: dict[str | None, np.ndarray]) -> np.ndarray:
+    """The array that :func:`compact` stored as ``entry`` and ``parts``; ValueError when they disagree."""
+    shape, dtype = tuple(entry["shape"]), np.dtype(entry["dtype"])
+    if entry["layout"] == "dense":
+        values = parts[None]
+        if values.shape != shape:
+            raise ValueError(f"shape {values.shape}, the manifest says {shape}")
+        return values.astype(dtype)
+    if entry["layout"] != "csr":
+        raise ValueError(f"unknown layout {entry['layout']!r}")
+    indptr, indices, values = (parts[part].astype(np.int64) for part in ("indptr", "indices", "values"))
+    columns = shape[-1]
+    n_rows = int(np.prod(shape[:-1], dtype=np.int64))
+    if indptr.shape != (n_rows + 1,) or indptr[-1] != indices.size or indices.size != values.size \
+            or np.any(np.diff(indptr) < 0) or (indices.size and not 0 <= indices.min() <= indices.max() < columns):
+        raise ValueError(f"its sparse parts do not describe an array of shape {shape}")
+    dense = np.zeros(n_rows * columns, dtype=dtype)
+    dense[np.repeat(np.arange(n_rows, dtype=np.int64) * columns, np.diff(indptr)) + indices] = values
+    return dense.reshape(shape)
 
 
 def tokenizer_identity(tokenizer) -> dict | None:
@@ -105,10 +179,11 @@ class CorpusStats:
             raise InputError(f"{file} cannot be read: {error}") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise InputError(f"{file} is not a corpus statistics manifest")
-        if manifest.get("version") != VERSION:
+        if manifest.get("version") not in READABLE:
             raise InputError(f"{self.path} was written by statistics version {manifest.get('version')}, this "
-                             f"ctxstair reads version {VERSION}: count the corpus again")
-        missing = [key for key in MANIFEST_KEYS if key not in manifest]
+                             f"ctxstair reads versions {', '.join(map(str, READABLE))}: count the corpus again")
+        required = MANIFEST_KEYS + (("storage",) if manifest["version"] >= 2 else ())
+        missing = [key for key in required if key not in manifest]
         if missing:
             raise InputError(f"{file} has no {', '.join(missing)}: the file is damaged; count the corpus again")
         self.manifest = manifest
@@ -130,18 +205,26 @@ class CorpusStats:
 
     @cached_property
     def _names(self) -> set[str]:
-        with self._arrays() as handle:
+        if "storage" in self.manifest:
+            return set(self.manifest["storage"])
+        with self._arrays() as handle:  # version 1: every array under its name
             return set(handle.keys())
 
     def array(self, name: str) -> np.ndarray:
-        """One array of ``stats.safetensors`` (module docstring); InputError when it was not counted,
-        or naming the file when it is missing or damaged."""
+        """One array of ``stats.safetensors`` (module docstring) as it was counted (int64 counts),
+        whatever its stored layout; InputError when it was not counted, or naming the file when it is
+        missing or damaged."""
         if name not in self._names:
             raise InputError(f"{self.path} has no {name!r}: it was counted with {', '.join(self.counted)} only")
+        entry = self.manifest.get("storage", {}).get(name)
         with self._arrays() as handle:
             try:
-                return handle.get_tensor(name)
-            except SafetensorError as error:
+                if entry is None:  # version 1: dense int64 under its name
+                    return handle.get_tensor(name)
+                parts = [None] if entry["layout"] == "dense" else ["indptr", "indices", "values"]
+                return expand(entry, {part: handle.get_tensor(name if part is None else f"{name}.csr.{part}")
+                                      for part in parts})
+            except (SafetensorError, ValueError, KeyError, TypeError) as error:
                 raise InputError(f"{self.path / ARRAYS}: {name!r} cannot be read ({error}): the file is "
                                  "damaged; count the corpus again") from None
 

@@ -1,7 +1,9 @@
 """Text and JSONL files tokenized into a Megatron indexed dataset (:mod:`ctxstair.corpus.megatron`).
 
 Documents: each non-blank line of a ``.txt`` (one with a non-space character), its trailing
-newline kept; each record of a ``.jsonl`` (its ``field``, ``text`` by default). Documents are
+newline kept; each record of a ``.jsonl`` (its ``field``, ``text`` by default). A folder stands for
+every ``.txt``, ``.text``, ``.jsonl`` and ``.ndjson`` file below it (sub-folders included), sorted by
+their paths relative to it, so the same folder gives the same dataset on any machine. Documents are
 tokenized in batches, on ``workers`` processes when asked, and written in their order, so the
 output is the same bytes for any number of workers. Tokens are stored as uint16 when the
 vocabulary fits (ids below 65536), else int32.
@@ -44,7 +46,8 @@ def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], token
     (one sequence per document; nothing appears under those names unless all succeed).
 
     Args:
-        paths: ``.txt``/``.text`` and ``.jsonl``/``.ndjson`` files, read in the order given.
+        paths: ``.txt``/``.text`` and ``.jsonl``/``.ndjson`` files, read in the order given, or folders
+            of them (each one's files in the order of the module docstring).
         tokenizer: see the module's docstring.
         field: the JSONL field holding a record's text.
         workers: tokenizing processes; 1 tokenizes in this process.
@@ -55,6 +58,7 @@ def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], token
         The path of the ``.idx``.
     """
     paths = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+    paths = [file for path in paths for file in _text_files(path)]
     tokenizer = _unwrap(tokenizer)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError(f"workers must be a positive integer, not {workers!r}")
@@ -92,6 +96,17 @@ def _token_dtype(tokenizer) -> str | None:
     if not callable(size):
         return None
     return "uint16" if int(size()) <= 1 << 16 else "int32"
+
+
+def _text_files(path: Path) -> list[Path]:
+    """``path`` itself, or for a folder every text and JSONL file below it, sorted by relative path."""
+    if not path.is_dir():
+        return [path]
+    suffixes = TEXT_SUFFIXES + JSONL_SUFFIXES
+    found = [file for file in path.rglob("*") if file.suffix.lower() in suffixes and file.is_file()]
+    if not found:
+        raise InputError(f"{path}: the folder holds no {', '.join(suffixes)} file")
+    return sorted(found, key=lambda file: file.relative_to(path).as_posix())
 
 
 def _format(path: Path) -> str:

@@ -240,7 +240,8 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
             settings of its own analysis (its config's ``analysis`` section) unless given here.
         text: the corpus's text itself instead (``corpus`` then only names it).
         stats: a statistics directory (``ctxstair corpus count``) instead of a corpus: its counts and
-            window sample, counted with the model's tokenizer (others are refused) for these settings.
+            window sample, counted with the model's tokenizer for these settings (statistics of another
+            tokenizer are refused before any weight is read).
         run_windows: an LM run directory of ours whose training windows and analysis settings are
             used instead of a corpus, as for the run itself: its exported model
             (``RUN/hf_model``, :mod:`ctxstair.lm.export`) then gives the run's own numbers.
@@ -309,6 +310,9 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     eviction = CacheEviction(repo_id, progress) if evict_measured else None  # before this run downloads anything
     source = open_source(model, names)
     if stats is not None:
+        # Opening a source reads its tokenizer, never its weights (a GGUF file's embedding is read on
+        # demand): statistics of another tokenizer are refused before the model is read.
+        stats.check_tokenizer(source.tokenizer)
         setup = StaircaseSetup.from_stats(stats, settings, tokenizer=source.tokenizer, vocab_size=source.vocab_rows)
     elif text is None:
         setup = run_setup(Run(windows_of), settings)

@@ -6,8 +6,11 @@
 * :meth:`TextTokenizer.train_words` — a lower-cased word-level vocabulary of the corpus's most
   frequent words and punctuation runs, with ``[UNK]`` for the rest;
 * :meth:`TextTokenizer.gpt2` — the real GPT-2 vocabulary (``ctxstair data fetch gpt2-vocab``);
-* :meth:`TextTokenizer.from_pretrained_dir` / :meth:`TextTokenizer.from_transformers` — the
-  tokenizer of a model (a Hugging Face model directory, or a loaded ``transformers`` tokenizer).
+* :meth:`TextTokenizer.from_pretrained_dir` / :meth:`TextTokenizer.from_gguf` /
+  :meth:`TextTokenizer.from_transformers` — the tokenizer of a model (a Hugging Face model directory,
+  a GGUF file, or a loaded ``transformers`` tokenizer);
+* :meth:`TextTokenizer.named` — any of these as a command line names it (``gpt2``, a file, a model
+  folder, a fetched model such as ``smollm2``).
 
 Token ids are the tokenizer's own; special tokens are never added by :meth:`TextTokenizer.encode`.
 
@@ -21,10 +24,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +37,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
-from ctxstair.lm.corpus import SOURCES, fetched
+from ctxstair.lm.corpus import SOURCES, fetched, files
 
 #: Characters per piece when a long text is encoded piecewise (:meth:`TextTokenizer.encode`).
 PIECE_CHARS = 1 << 20
@@ -118,21 +123,47 @@ class TextTokenizer:
         return cls(backend)
 
     @classmethod
+    def from_gguf(cls, file: str | os.PathLike) -> TextTokenizer:
+        """The tokenizer stored in a GGUF file's metadata (llama.cpp's format), rebuilt by ``transformers``
+        as ``from_pretrained(gguf_file=...)`` rebuilds it; InputError naming the file when it cannot."""
+        from transformers import AutoTokenizer
+
+        file = Path(file)
+        with quiet_transformers():
+            try:
+                # trust_remote_code=False: a tokenizer_config.json next to the file may name custom code.
+                tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False)
+            except (OSError, ValueError, KeyError) as error:
+                message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                raise InputError(f"cannot read the tokenizer of {file}: {message}") from None
+        return cls.from_transformers(tokenizer)
+
+    @classmethod
     def named(cls, name: str | os.PathLike) -> TextTokenizer:
-        """The tokenizer a command line names: ``gpt2``, a ``tokenizer.json`` file, a Hugging Face model
-        folder, or the name of a fetched model (``ctxstair data list``)."""
-        path = Path(name)
+        """The tokenizer a command line names: ``gpt2``; a ``tokenizer.json`` or ``.gguf`` file; a model
+        folder (its ``tokenizer.json``, else its one ``.gguf`` file); or the name of a fetched model
+        (``smollm2``: the tokenizer of its GGUF file in the cache, ``ctxstair data list``)."""
+        path = Path(name).expanduser()
         if str(name) == "gpt2":
             return cls.gpt2()
         if path.is_file():
-            return cls.load(path)
+            return cls.from_gguf(path) if path.suffix == ".gguf" else cls.load(path)
         if path.is_dir():
+            ggufs = sorted(path.glob("*.gguf"))
+            if not (path / "tokenizer.json").is_file() and len(ggufs) == 1:
+                return cls.from_gguf(ggufs[0])
             return cls.from_pretrained_dir(path)
-        folder = fetched(str(name)) if str(name) in SOURCES else None
-        if folder is None:
-            raise InputError(f"unknown tokenizer {name!r}: give gpt2, a tokenizer.json, a model folder or a fetched "
-                             "model's name")
-        return cls.from_pretrained_dir(folder)
+        source = SOURCES.get(str(name))
+        if source is None or source.kind == "corpus":
+            models = ", ".join(n for n, s in SOURCES.items() if s.kind == "model")
+            raise InputError(f"unknown tokenizer {name!r}: give gpt2, a tokenizer.json or .gguf file, a model folder "
+                             f"or a fetched model's name ({models})")
+        if source.kind == "vocabulary":
+            return cls.gpt2()
+        found = files(source.name)  # InputError naming `ctxstair data fetch` when not fetched
+        if not found:
+            raise InputError(f"the cache folder of {source.name} holds no {source.content}: fetch it again")
+        return cls.from_gguf(found[0])
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TextTokenizer:
@@ -221,6 +252,22 @@ class TextTokenizer:
         """The id of the model's unknown token (word-level and SentencePiece vocabularies), if any."""
         unknown = json.loads(self.tokenizer.to_str())["model"].get("unk_token")
         return self.tokenizer.token_to_id(unknown) if unknown else None
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _check_training_args(text: str, vocab_size: int, min_frequency: int) -> None:

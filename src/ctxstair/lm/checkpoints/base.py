@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -120,6 +119,8 @@ def model_from_state(config, state: dict[str, torch.Tensor], where: str) -> torc
     import torch
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
 
+    from ctxstair.lm.tokenizer import quiet_transformers
+
     if isinstance(config, dict):
         config = AutoConfig.for_model(**config)
     with quiet_transformers():
@@ -166,22 +167,6 @@ def read_json_file(file: Path) -> object:
         raise InputError(f"cannot read {file}: {first_line(error)}") from None
 
 
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
 def first_line(error: BaseException) -> str:
     """The first line of an error's message (its type name when the message is empty), for one-line errors."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
@@ -192,6 +177,8 @@ def embedding_parameter(config) -> tuple[str, str, tuple[int, ...]]:
     a ``transformers`` config, built on the ``meta`` device: no memory, no weights."""
     import torch
     from transformers import AutoModelForCausalLM
+
+    from ctxstair.lm.tokenizer import quiet_transformers
 
     with quiet_transformers(), torch.device("meta"):
         try:

@@ -3,10 +3,12 @@ Q4_1, SPEC §10).
 
 The embedding tensor ``token_embd.weight`` is read and dequantised with ``gguf`` — the routine
 ``transformers`` uses when it loads the whole model (identical values) — without building the
-model; the tokenizer comes from ``transformers`` (``gguf_file=``). For a GGUF file of a family with a
-view (:mod:`ctxstair.models.view`) the whole network is read by ``transformers``' own GGUF reader
-(``load_gguf_checkpoint``: the tensors
-dequantised and the query/key rows of llama.cpp's RoPE layout put back, as
+model; the tokenizer comes from ``transformers`` (``gguf_file=``, :meth:`TextTokenizer.from_gguf`). Opening
+the source reads the tokenizer only: the embedding rows, the model's positions and the weights are
+read when first asked for, so statistics of another tokenizer are refused before any weight is read.
+For a GGUF file of a family with a view (:mod:`ctxstair.models.view`) the whole network is read by
+``transformers``' own GGUF reader (``load_gguf_checkpoint``: the tensors dequantised and the query/key
+rows of llama.cpp's RoPE layout put back, as
 ``from_pretrained(gguf_file=...)`` does, without its ``accelerate`` requirement).
 """
 
@@ -27,10 +29,9 @@ from ctxstair.lm.checkpoints.base import (
     built_model,
     first_line,
     model_from_state,
-    quiet_transformers,
     view_positions,
 )
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
 
 #: The input-embedding tensor of a GGUF file (llama.cpp naming, every architecture).
 GGUF_EMBEDDING = "token_embd.weight"
@@ -41,9 +42,26 @@ class GGUFSource:
 
     def __init__(self, file: Path, name: str | None = None):
         self.file, self.name = file, name or str(file)
-        self.tokenizer = _tokenizer(file)
-        self.vocab_rows = self.embeddings.shape[0]
-        self.positions, self.no_model = _positions(file)
+        self.tokenizer = TextTokenizer.from_gguf(file)
+
+    @property
+    def vocab_rows(self) -> int:
+        """V, the rows of the input embedding (read with it)."""
+        return self.embeddings.shape[0]
+
+    @functools.cached_property
+    def _view(self) -> tuple[int | None, str | None]:
+        return _positions(self.file)
+
+    @property
+    def positions(self) -> int | None:
+        """The model's longest window when its family has a view (from the file's metadata), else None."""
+        return self._view[0]
+
+    @property
+    def no_model(self) -> str | None:
+        """Why the model has no view, or None."""
+        return self._view[1]
 
     @functools.cached_property
     def embeddings(self) -> np.ndarray:
@@ -110,16 +128,3 @@ def _gguf_model(file: Path):
         except (OSError, ValueError, KeyError, TypeError, NotImplementedError) as error:
             return None, f"{NO_VIEW}: the model in {file.name} cannot be read: {first_line(error)}"
     return built_model(lambda: model_from_state(config, tensors, str(file)))
-
-
-def _tokenizer(file: Path) -> TextTokenizer:
-    """The tokenizer stored in a GGUF file's metadata, rebuilt by ``transformers``."""
-    from transformers import AutoTokenizer
-
-    with quiet_transformers():
-        try:
-            # trust_remote_code=False: a tokenizer_config.json next to the file may name custom code.
-            tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False)
-        except (OSError, ValueError, KeyError) as error:
-            raise InputError(f"cannot read the tokenizer of {file}: {first_line(error)}") from None
-    return TextTokenizer.from_transformers(tokenizer)

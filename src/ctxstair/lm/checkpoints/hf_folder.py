@@ -20,12 +20,11 @@ from ctxstair.lm.checkpoints.base import (
     check_tokenizers,
     embedding_parameter,
     first_line,
-    quiet_transformers,
     view_positions,
     weight_array,
 )
 from ctxstair.lm.checkpoints.safety import check_safe_weights
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
 
 _CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
 

@@ -49,13 +49,12 @@ from ctxstair.lm.checkpoints.base import (
     embedding_sha256,
     first_line,
     model_from_state,
-    quiet_transformers,
     read_json_file,
     view_positions,
     weight_array,
 )
 from ctxstair.lm.checkpoints.safety import restricted_state_dict
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
 
 #: A Hugging Face Hub model id, ``org/name``.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*")
