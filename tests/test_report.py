@@ -15,6 +15,7 @@ from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.report import run_figures
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
+from ctxstair.report.typeset import typeset
 
 SNAPSHOTS = [0, 1, 3, 10, 30, 100, 200, 300]
 MEMBERS = 2
@@ -190,7 +191,8 @@ def test_report_html_is_self_contained_escaped_and_reproducible(run):
     assert "Staircase &lt;b&gt;add&lt;/b&gt;" in text and "<b>add" not in text
     assert "&lt;i&gt;raw&lt;/i&gt;" in text and "first &amp; order 1" in text
     for row in key_numbers:
-        assert row["name"] in text and row["measured"] in text
+        assert typeset(row["name"]) in text and row["measured"] in text
+    assert "<td>ρ<sub>(0)</sub> at epoch 100</td>" in text  # names typeset (ctxstair.report.typeset)
     assert all(mark in text for mark in ("✓", "✗", "—"))
     assert "<pre>recipe: staircase-add" in text and "a &lt; b &amp; c" in text  # config.yaml, escaped
     assert "<th>gamma_embedding</th>" in text  # members.csv as a table

@@ -52,9 +52,9 @@ from ctxstair.lm.schema import (
 )
 from ctxstair.lm.semantics import word_tokens
 from ctxstair.lm.tokenizer import TextTokenizer
-from ctxstair.report.explorer.page import typeset
 from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, rounded, series
 from ctxstair.report.lm_series import StaircaseSeries, read_series, run_losses
+from ctxstair.report.typeset import typeset
 from ctxstair.run import Run
 
 #: Fewer group words than this and the most frequent eligible tokens are shown instead.
@@ -103,9 +103,10 @@ def lm_payload(directory: str | Path, page_dir: str | Path | None = None) -> dic
     unit = "step" if staircase is None or staircase.steps is not None else "checkpoint"
     payload = {
         "kind": "lm", "unit": unit, "xlog": unit == "step", "title": title,
-        "lead": typeset("Move the slider or press play: the word groups' embeddings at that state (PCA and cosines), "
-                        "and where it sits on ρ_next — the alignment of the embeddings with the next-token "
-                        "signatures (SPEC §7, docs/science.md) — and on the other measures."),
+        "lead": typeset("Move the slider or press play: " + (
+            "the embeddings at that state (PCA and cosines), and " if geometry is not None else "") +
+            "where the state sits on ρ_next — the alignment of the embeddings with the next-token signatures "
+            "(SPEC §7, docs/science.md) — and on the other measures."),
         "times": [int(t) for t in times], "labels": names,
         "ticks": names if unit == "checkpoint" else None,
         "panels": _panels(staircase, directory if kind == rundir.LM_RUN else None),

@@ -9,29 +9,11 @@ absolute path, so rebuilding it from the same files gives the same bytes.
 from __future__ import annotations
 
 import json
-import re
 from html import escape
 from importlib.resources import files
 from pathlib import Path
 
 from ctxstair.io import atomic_write_text
-
-#: A symbol (one letter, Greek or Latin) with a sub- or superscript written the
-#: plain-text way: ``ρ_next``, ``S^emb``, ``S^sig,(0)``, ``φ^{attn,ℓ}``, ``W_O``, ``ρ_(0)``, ``c_k``.
-_SCRIPT = re.compile(r"(?<![\w.])([A-Za-zα-ωΑ-Ω])([_^])(\{[^}]*\}|\([^)]*\)|[A-Za-z0-9α-ωℓ]+(?:,\([^)]*\))?)")
-
-
-def typeset(text: str) -> str:
-    """``text`` as HTML that Plotly and the browser show typeset: ``ρ_next`` → ρ<sub>next</sub>,
-    ``S^emb`` → S<sup>emb</sup>, ``φ^{attn,ℓ}`` → φ<sup>attn,ℓ</sup> (braces dropped); the rest
-    HTML-escaped. A script follows a lone letter only, so names such as ``val_loss`` stay."""
-    def script(match: re.Match) -> str:
-        body = match.group(3)
-        body = body[1:-1] if body.startswith("{") else body
-        tag = "sub" if match.group(2) == "_" else "sup"
-        return f"{match.group(1)}<{tag}>{body}</{tag}>"
-
-    return _SCRIPT.sub(script, escape(text, quote=False))
 
 
 def plotly_js() -> str:

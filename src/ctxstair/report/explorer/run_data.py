@@ -20,7 +20,7 @@ from ctxstair.alignment.fourier import fourier_signatures
 from ctxstair.alignment.pca import pca_paths
 from ctxstair.alignment.similarity import signature_cosine, stacked_cosines
 from ctxstair.errors import InputError
-from ctxstair.report.explorer.page import typeset
+from ctxstair.report.typeset import typeset
 
 #: Decimals kept for matrices and coordinates in the page (cosines in [-1, 1]: 5e-5 at most off).
 DIGITS = 4
@@ -125,7 +125,7 @@ def _curves(run_dir: Path, member: int) -> dict:
 
 
 def series(name: str, x, y) -> dict:
-    """A curve for the page: ``{"name"`` (typeset, :func:`~ctxstair.report.explorer.page.typeset`),
+    """A curve for the page: ``{"name"`` (typeset, :func:`~ctxstair.report.typeset.typeset`),
     ``"x": times (int), "y": values (5 decimals, None where not finite)}``."""
     return {"name": typeset(name), "x": [int(v) for v in x],
             "y": [None if not np.isfinite(v) else round(float(v), 5) for v in y]}

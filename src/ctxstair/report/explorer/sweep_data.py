@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
-from ctxstair.report.explorer.page import typeset
 from ctxstair.report.sweep_figures import phase_specs
+from ctxstair.report.typeset import typeset
 
 #: Columns of a language-model sweep's rows (they decide which phase diagrams apply).
 LM_MARK = "peak_rise"
