@@ -210,3 +210,15 @@ def test_a_staircase_series_prints_as_one_line_with_its_headline():
     series = StaircaseSeries("runs/lm", ["step 0", "step 10", "step 20"], np.array([0, 10, 20]),
                              {"rho_next": np.array([np.nan, 0.012, 0.5]), "probe_heldout_mse": np.ones(3)})
     assert repr(series) == "StaircaseSeries('runs/lm': 3 states (step 0 … step 20), 2 measures; ρ_next 0.012 → 0.500)"
+
+
+@pytest.mark.parametrize("plain, html", [
+    ("ρ_next at the end", "ρ<sub>next</sub> at the end"),
+    ("S^emb(t) and S^sig,(0)", "S<sup>emb</sup>(t) and S<sup>sig,(0)</sup>"),
+    ("corr(S(φ^{attn,ℓ}), S(W_O W_V w_α))",
+     "corr(S(φ<sup>attn,ℓ</sup>), S(W<sub>O</sub> W<sub>V</sub> w<sub>α</sub>))"),
+    ("Pearson ρ_(0) via c_k", "Pearson ρ<sub>(0)</sub> via c<sub>k</sub>"),
+    ("val_loss_end, model.init.gamma, a<b & c", "val_loss_end, model.init.gamma, a&lt;b &amp; c"),
+])
+def test_typeset_writes_scripts_as_html_and_escapes_the_rest(plain, html):
+    assert typeset(plain) == html

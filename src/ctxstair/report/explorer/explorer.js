@@ -84,17 +84,28 @@
     }
   }
 
-  // Ticks 1, 2, 5 × 10^k inside a log axis's range (log10 units), written out in full: Plotly's own
-  // log ticks label 20 and 30 as "2" and "3".
-  function logTicks(range) {
-    const ticks = [];
+  // Ticks 1, 2, 5 × 10^k inside a log axis's range (log10 units), written out in full (Plotly's own
+  // log ticks label 20 and 30 as "2" and "3"), and the first and last state's time, so that a short
+  // series has its ends marked; a range within one decade gets every digit. Fewer than two such
+  // ticks (a narrow range): Plotly's own, which are then decimals.
+  function logTicks(range, extra) {
+    const within = (value) => Math.log10(value) >= range[0] - 1e-9 && Math.log10(value) <= range[1] + 1e-9;
+    const ticks = new Set((extra || []).filter((v) => v > 0 && within(v)));
+    const digits = range[1] - range[0] < 1 ? [1, 2, 3, 4, 5, 6, 7, 8, 9] : [1, 2, 5];
     for (let power = Math.floor(range[0]); power <= Math.ceil(range[1]); power++) {
-      for (const digit of [1, 2, 5]) {
-        const value = digit * Math.pow(10, power);
-        if (Math.log10(value) >= range[0] - 1e-9 && Math.log10(value) <= range[1] + 1e-9 && value >= 1) ticks.push(value);
+      for (const digit of digits) {
+        const value = Number((digit * Math.pow(10, power)).toPrecision(6));
+        if (within(value)) ticks.add(value);
       }
     }
-    return ticks;
+    const values = Array.from(ticks).sort((a, b) => a - b);
+    return values.length >= 2 ? { tickmode: "array", tickvals: values } : {};
+  }
+
+  // The log10 range of the positive values of the traces' y.
+  function valueRange(traces) {
+    const ys = [].concat(...traces.map((trace) => trace.y)).filter((y) => y > 0);
+    return ys.length ? [Math.log10(Math.min(...ys)), Math.log10(Math.max(...ys))] : [0, 1];
   }
 
   function positiveRange(traces) {
@@ -113,8 +124,8 @@
     const layout = Object.assign({}, options || {});
     const range = layout.xrange;
     delete layout.xrange;
-    const xaxis = xlog ? { type: "log", title: { text: `${unit} (log scale; the initialization, ${unit} 0, is not shown)` },
-                           tickmode: "array", tickvals: logTicks(range || positiveRange(traces)) }
+    const xaxis = xlog ? Object.assign({ type: "log", title: { text: `${unit} (log scale; the initialization, ${unit} 0, is not shown)` } },
+                                       logTicks(range || positiveRange(traces), [D.times[0], D.times[D.times.length - 1]]))
       : { type: "linear", title: { text: `${unit}s in order` }, tickmode: "array", tickvals: D.times, ticktext: D.ticks || D.times };
     if (range) xaxis.range = range;
     return Plotly.newPlot(id, traces, Object.assign({
@@ -265,7 +276,8 @@
         yaxis: { title: { text: "PC 2" }, range: pcaRanges(D.pca[mode]), zeroline: false },
       }, PLOT),
       curvesPlot("loss-curves", lossTraces, "Training loss and accuracy (full batch)", "loss (nats, log scale)", {
-        yaxis: { title: { text: "loss (nats, log scale)" }, type: "log" },
+        yaxis: Object.assign({ title: { text: "loss (nats, log scale)" }, type: "log" },
+                             logTicks(valueRange([{ y: D.loss.loss }]))),
         yaxis2: { title: { text: "accuracy" }, overlaying: "y", side: "right", range: [0, 1.02], tickmode: "linear",
                   tick0: 0, dtick: 0.2, showgrid: false },
         margin: { l: 70, r: 70, t: 50, b: 50 },
@@ -326,7 +338,8 @@
       name: series.name, mode: series.markers || series.x.length < 12 ? "lines+markers" : "lines", marker: { size: 5 },
       line: { color: PALETTE[series.colour === undefined ? j : series.colour], dash: series.dash || "solid" },
     })), spec.title, spec.ylabel, Object.assign({ width: 600, xrange: [span[0] - pad, span[1] + pad] },
-      spec.log ? { yaxis: { title: { text: spec.ylabel }, type: "log" } } : {})));
+      spec.log ? { yaxis: Object.assign({ title: { text: spec.ylabel }, type: "log" }, logTicks(valueRange(spec.traces))) }
+        : {})));
     if (geometry) {
       const initial = groupTraces(0);
       plots.push(Plotly.newPlot("pca", D.groups.map((group, g) => ({
@@ -371,7 +384,7 @@
       const xs = D.values[D.keys[0]].map(String);
       const trace = two ? {
         type: "heatmap", x: xs, y: D.values[D.keys[1]].map(String), z: spec.z, text: spec.text, texttemplate: "%{text}",
-        colorscale: "Viridis", colorbar: { title: { text: spec.log ? "log10 of it" : "" }, thickness: 12 },
+        colorscale: "Viridis", colorbar: { title: { text: spec.log ? "log<sub>10</sub>" : "" }, thickness: 12 },
         customdata: spec.cells, hovertemplate: `${D.keys[0]} = %{x}, ${D.keys[1]} = %{y}<br>${spec.label}: %{text}` +
           "<br>click: open the cell's explorer<extra></extra>",
       } : {
@@ -381,7 +394,7 @@
       };
       plots.push(Plotly.newPlot(id, [trace], {
         title: title(`${spec.title}: ${spec.label}` + (spec.log ? " (colour on a log scale)" : "")),
-        width: 630, height: 420, margin: { l: 80, r: 20, t: 60, b: 60 },
+        width: 600, height: 420, margin: { l: 80, r: 20, t: 60, b: 60 },
         xaxis: { type: "category", title: { text: D.keys[0] } },
         yaxis: two ? { type: "category", title: { text: D.keys[1] } } : { title: { text: spec.label } },
       }, PLOT).then((div) => {
