@@ -206,7 +206,8 @@ def test_trainer_output_explorer_shows_every_measured_step_and_each_checkpoint(t
         heatmap = np.array(page.plot_data("emb-heatmap")[0]["z"])
         assert np.abs(heatmap - checkpoint_cosines(trainer_output / f"checkpoint-{shown}", ids)).max() <= ROUNDING
         heading = title_text(page, "emb-heatmap")
-        assert heading.startswith(f"Semb at step {shown}" + (", the first checkpoint, after step " if step < 5 else ""))
+        assert heading.startswith(f"Semb at step {shown}" +
+                                  (f" (the first checkpoint, saved after step {step})" if step < 5 else "ρnext"))
         cursor = page.evaluate("""() => { const c = document.getElementById('rho-next-cursor');
                                           return [c.dataset.time, parseFloat(c.style.left)]; }""")
         assert cursor[0] == str(step)
@@ -215,9 +216,18 @@ def test_trainer_output_explorer_shows_every_measured_step_and_each_checkpoint(t
     assert page.errors == [] and page.requests == [page.url]
 
 
-def test_trainer_output_without_saved_models_says_the_geometry_is_not_available(trainer_output, chrome, tmp_path):
+def test_trainer_output_between_and_without_saved_models(trainer_output, chrome, tmp_path):
     bare = shutil.copytree(trainer_output, tmp_path / "bare")
     shutil.copyfile(bare / "checkpoint-12" / rundir.TRAINER_STATE, bare / rundir.TRAINER_STATE)
+    shutil.rmtree(bare / "checkpoint-10")  # step 10 was measured live, but its model was not kept
+    assert main(["explore", str(bare)]) == 0
+    page = Page(chrome, bare / "explorer.html")
+    page.move_slider(4)
+    ids = page.evaluate("window.explorer.data.token_ids")
+    heatmap = np.array(page.plot_data("emb-heatmap")[0]["z"])
+    assert np.abs(heatmap - checkpoint_cosines(trainer_output / "checkpoint-5", ids)).max() <= ROUNDING
+    assert title_text(page, "emb-heatmap").startswith("Semb at step 5 (the latest checkpoint before step 10)")
+
     for folder in bare.glob("checkpoint-*"):
         shutil.rmtree(folder)
     assert main(["explore", str(bare)]) == 0

@@ -126,7 +126,8 @@
     delete layout.xrange;
     const xaxis = xlog ? Object.assign({ type: "log", title: { text: `${unit} (log scale; the initialization, ${unit} 0, is not shown)` } },
                                        logTicks(range || positiveRange(traces), [D.times[0], D.times[D.times.length - 1]]))
-      : { type: "linear", title: { text: `${unit}s in order` }, tickmode: "array", tickvals: D.times, ticktext: D.ticks || D.times };
+      : { type: "linear", title: { text: `${unit}s in order` }, tickmode: "array", tickvals: D.times, ticktext: D.ticks || D.times,
+          zeroline: false };  // positions 0, 1, ...: a zero line at the first state would look like a cursor
     if (range) xaxis.range = range;
     return Plotly.newPlot(id, traces, Object.assign({
       title: title(heading), width: 780, height: 340, margin: { l: 70, r: 20, t: 50, b: 50 }, xaxis: xaxis,
@@ -316,8 +317,8 @@
     // Where the state shown is not the slider's own (a Trainer output between checkpoints), say which it is.
     const shownAt = (i) => {
       const f = D.frame[i], own = D.frame_labels[f], t = D.times[i];
-      if (own === t) return D.labels[i];
-      return `step ${own}, the ${own < t ? "latest checkpoint before" : "first checkpoint, after"} step ${t}`;
+      if (own === t) return D.labels[i].split(" · ")[0];  // the tokens seen stay in the slider's label
+      return `step ${own} (the ${own < t ? "latest checkpoint before" : "first checkpoint, saved after"} step ${t})`;
     };
     const pcaTitle = (i) => `PCA of the unit embedding rows at ${shownAt(i)}<br>` +
       (mode === "fixed" ? "one basis for all states" : "each state's own, Procrustes-aligned");

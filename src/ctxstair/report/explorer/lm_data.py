@@ -167,10 +167,9 @@ def _series_parts(folder: Path) -> tuple:
     analysed tokens are in ``checkpoints/<name>.npz``."""
     staircase = read_series(folder)
     positions = staircase.steps if staircase.steps is not None else np.arange(len(staircase.names))
-    labels = [_state_label(name, staircase.steps is not None and int(step), tokens)
-              for name, step, tokens in zip(staircase.names, positions,
-                                            staircase.tokens if staircase.tokens is not None else
-                                            [None] * len(positions))]
+    steps = [None] * len(positions) if staircase.steps is None else [int(s) for s in staircase.steps]
+    tokens = [None] * len(positions) if staircase.tokens is None else list(staircase.tokens)
+    labels = [_state_label(*state) for state in zip(staircase.names, steps, tokens)]
     setup = staircase.extra["setup"]
     files = [folder / "checkpoints" / f"{quote(name, safe='')}.npz" for name in staircase.names]
     geometry, note = None, None
@@ -196,14 +195,14 @@ def _series_parts(folder: Path) -> tuple:
     return title, staircase, positions, labels, geometry, note
 
 
-def _state_label(name: str, step: int | bool, tokens) -> str:
-    label = f"step {step}" if step is not False else name
-    if step is not False and name != label:
-        label += f" ({name})"
+def _state_label(name: str, step: int | None, tokens: float | None) -> str:
+    """What the slider's label says of a series' state: its step and name, and the tokens seen."""
+    label = name if step is None or name == f"step {step}" else f"step {step} ({name})"
     return label + (f" · {_count(tokens)} tokens seen" if tokens is not None else "")
 
 
 def _count(number: float) -> str:
+    """A count in a few digits: 4.2B, 350M."""
     for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if number >= size:
             return f"{number / size:.3g}{suffix}"
