@@ -232,7 +232,9 @@ def test_trainer_output_between_and_without_saved_models(trainer_output, chrome,
         shutil.rmtree(folder)
     assert main(["explore", str(bare)]) == 0
     page = Page(chrome, bare / "explorer.html")
-    assert page.text("#geometry-note").startswith("The embedding geometry is not available")
+    assert page.text("#geometry-note").startswith("The embedding geometry is not available: this Trainer output")
+    assert page.text("h1") == "Trainer output measured by ctxstair.monitor: 6 measured steps"
+    assert str(tmp_path) not in (bare / "explorer.html").read_text()  # no machine path in the page
     assert page.page.locator("#pca, #emb-heatmap").count() == 0
     page.move_slider(4)
     assert page.text("#time-label").startswith("step 10 ")
@@ -256,6 +258,7 @@ def test_series_explorer_shows_each_checkpoint_and_says_when_its_rows_are_missin
     assert main(["explore", str(series)]) == 0
     page = Page(chrome, series / "explorer.html")
     assert page.text("h1") == "analyze-model series of run: 3 checkpoints"
+    assert str(series.parent) not in (series / "explorer.html").read_text()  # its source is a machine path
     assert [p["id"] for p in page.evaluate("window.explorer.data.panels")] == [
         "rho-next", "probe", "attention-paths", "path-shares", "unembedding"]
     assert_typeset(page)

@@ -186,7 +186,8 @@ def _series_parts(folder: Path) -> tuple:
         E = np.stack([r[[position[int(t)] for t in ids]] for r in rows])
         geometry = Geometry(words, ids, groups, [int(p) for p in positions], E)
     else:
-        note = (f"The embedding geometry is not available: {folder} keeps no embedding rows for "
+        # no path in the page: the same files give the same bytes wherever they lie
+        note = ("The embedding geometry is not available: this folder keeps no embedding rows for "
                 f"{', '.join(f.stem for f in files if not f.is_file())} (checkpoints/<name>.npz; a folder written "
                 "before analyze-model kept them).")
     source = staircase.source
@@ -230,13 +231,13 @@ def _trainer_parts(directory: Path) -> tuple:
         E = np.stack([entry.load(False).W_E[ids] for entry in source.entries() if entry.step is not None])
         geometry = Geometry(words, ids, groups, [step for step, _ in with_model], E)
     else:
-        note = (f"The embedding geometry is not available: {directory} has no checkpoint-<step> folder with a saved "
-                "model (the Trainer's save_strategy), and the monitor logs numbers, not embeddings.")
+        note = ("The embedding geometry is not available: this Trainer output has no checkpoint-<step> folder with a "
+                "saved model (the Trainer's save_strategy), and the monitor logs numbers, not embeddings.")
     times = sorted({int(s) for s in staircase.steps} | {step for step, _ in with_model})
     measured = {int(s) for s in staircase.steps}
     labels = [f"step {t}" + ("" if t in measured else " (a checkpoint; not measured live)") for t in times]
-    model = rundir.read_json(with_model[-1][1], "config.json").get("model_type", "model") if with_model else "model"
-    return (f"Trainer output ({model}) measured by ctxstair.monitor: {len(staircase.names)} measured steps",
+    model = f" ({rundir.read_json(with_model[-1][1], 'config.json').get('model_type')})" if with_model else ""
+    return (f"Trainer output{model} measured by ctxstair.monitor: {len(staircase.names)} measured steps",
             staircase, times, labels, geometry, note)
 
 
