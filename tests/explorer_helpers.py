@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,9 @@ TINY_LM = {"model.d_model": 16, "model.n_layers": 1, "model.n_heads": 2, "model.
            "corpus.window": 16, "corpus.vocab_size": 600, "corpus.max_tokens": 20000, "train.steps": 30,
            "train.batch_size": 8, "train.lr": 1e-2, "snapshots.log_points": 4, "snapshots.every": 10,
            "analysis.k": 40, "analysis.probe_steps": 30, "analysis.windows": 16}
+#: A mathematical label left in plain-text notation (``ρ_next``, ``S^emb``, ``W_O``): a lone letter
+#: followed by ``_`` or ``^``. The page must show sub- and superscripts instead.
+RAW_MATH = re.compile(r"(?<![\w.])[A-Za-zα-ωΑ-Ω][_^]")
 #: How far a number of the page may be from the exact one: half a unit of its 4th decimal.
 ROUNDING = 0.5e-4 + 1e-9
 
@@ -80,6 +84,16 @@ class Page:
         self.page.locator("#time-slider").fill(str(index))
         self.page.wait_for_function("([i, n]) => window.explorer.index === i && window.explorer.timings.length > n",
                                     arg=[index, done])
+
+    def text(self, selector: str = "#app") -> str:
+        """The text a user reads in ``selector``: the page's own and every plot's (titles, axes, legends)."""
+        return self.page.locator(selector).first.evaluate("(node) => node.textContent")
+
+    def subscripts(self, selector: str) -> list[str]:
+        """The texts Plotly draws lowered and smaller (a ``<sub>``) inside ``selector``'s SVG text."""
+        return self.evaluate("""(selector) => Array.from(document.querySelectorAll(selector + ' tspan'))
+            .filter((t) => parseFloat(t.getAttribute('dy') || '0') > 0 && (t.style.fontSize || '').endsWith('%'))
+            .map((t) => t.textContent)""", selector)
 
     def plot_data(self, element_id: str) -> list[dict]:
         """The traces Plotly holds for the plot ``element_id`` (``x``, ``y``, ``z``, ``text``, ``name``)."""

@@ -2,7 +2,9 @@
 
 Each page is opened from disk; the tests check that it logs no error and asks the network for
 nothing, then move its controls as a user would and compare what the page then shows — the
-heatmap's values, the PCA points, the cursor — with numbers computed here from the run's files.
+heatmap's values, the PCA points, the cursor, the titles and labels, typeset (ρ<sub>next</sub>,
+never ``ρ_next``) — with numbers computed here from the output's files: a run, an LM run, a sweep,
+a Hugging Face Trainer output measured by ``ctxstair.monitor`` and an ``analyze-model`` series.
 The redraw and start-up times are measured (``performance.now()`` in the page) and printed; the
 budgets are judged in ``benchmarks/explorer.py`` (``benchmarks/RESULTS.md``), not here.
 """
@@ -15,10 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from explorer_helpers import ROUNDING, SMALL, TINY_LM, Page, browser
+from explorer_helpers import RAW_MATH, ROUNDING, SMALL, TINY_LM, Page, browser
+from monitor_helpers import TINY_ARGS, example
+from safetensors.numpy import load_file
 
 from ctxstair import rundir
 from ctxstair.cli import main
+from ctxstair.lm.analyze import analyze_model
+from ctxstair.lm.corpus import synthetic_corpus
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.recipes import run_recipe
 from ctxstair.report.explorer import write_explorer
@@ -88,7 +94,7 @@ def test_staircase_add_explorer_shows_each_snapshot_of_the_run(staircase_add, ch
 
     phi1 = rundir.read_signatures(staircase_add).orders[1]  # (T, labels, P)
     page.page.select_option("#fourier-k", "1")
-    page.page.wait_for_function("document.getElementById('sig1-heatmap').layout.title.text.includes('c_1')")
+    page.page.wait_for_function("document.getElementById('sig1-heatmap').layout.title.text.includes('c<sub>1</sub>')")
     c_1 = np.cos(2 * np.pi * np.arange(phi1.shape[2]) / phi1.shape[2])
     view = phi1 @ c_1
     assert np.abs(np.array(page.plot_data("sig1-heatmap")[0]["z"]) - unit_cosines(view)).max() <= ROUNDING
@@ -98,6 +104,9 @@ def test_staircase_add_explorer_shows_each_snapshot_of_the_run(staircase_add, ch
     page.page.click("#play")
     assert page.page.locator("#play").inner_text().endswith("play")
 
+    assert title_text(page, "alignment-curves") == "Alignment of Semb(t) with each signature order"
+    assert "(0)" in page.subscripts("#alignment-curves .legend")  # order 0: Pearson ρ(0) with Ssig,(0)
+    assert_typeset(page)
     assert page.errors == [] and page.requests == [page.url]
     timings = page.evaluate("window.explorer.timings")
     print(f"\nstaircase-add explorer: {(staircase_add / 'explorer.html').stat().st_size / 1e6:.2f} MB, interactive "
@@ -129,6 +138,8 @@ def test_language_model_explorer_shows_the_word_groups_at_each_step(tmp_path, ch
     groups = page.plot_data("pca")
     assert [trace["name"] for trace in groups] == [g["name"] for g in page.evaluate("window.explorer.data.groups")]
     assert sum(len(trace["x"]) for trace in groups) == len(words)
+    assert title_text(page, "rho-next") == "ρnext: embeddings vs next-token signatures (SPEC §7)"
+    assert_typeset(page)
     assert page.errors == [] and page.requests == [page.url]
 
 
@@ -140,8 +151,134 @@ def test_sweep_explorer_links_each_cell_to_its_run(tmp_path, chrome):
     page = Page(chrome, out / "explorer.html")
     heatmap = page.plot_data("phase-0")[0]
     assert np.array(heatmap["z"]).shape == (2, 2)
+    assert page.text("h1") == "sweep of staircase-add over model.init.gamma × model.d"
+    assert_typeset(page)
     assert page.errors == [] and page.requests == [page.url]
     box = page.page.locator("#phase-0 .nsewdrag").bounding_box()  # the plot area: click its top-right cell
     page.page.mouse.click(box["x"] + 0.75 * box["width"], box["y"] + 0.25 * box["height"])
     page.page.wait_for_url("**/cells/model.init.gamma=1.5__model.d=16/explorer.html")
     page.page.wait_for_function("window.explorer && window.explorer.ready && window.explorer.kind === 'run'")
+
+
+def assert_typeset(page: Page) -> None:
+    """No label in plain-text notation (``ρ_next``, ``S^emb``) anywhere the user reads."""
+    text = page.text()
+    assert RAW_MATH.findall(text) == [], text
+
+
+def title_text(page: Page, plot: str) -> str:
+    """A plot's title as a user reads it (Plotly puts zero-width spaces around a sub/superscript)."""
+    return page.text(f"#{plot} .gtitle").replace("\u200b", "")
+
+
+@pytest.fixture(scope="module")
+def trainer_output(tmp_path_factory):
+    """examples/trainer_staircase.py, shortened (tests/monitor_helpers.py): a 1-layer Llama trained 12
+    steps by a Hugging Face Trainer with the staircase callback, checkpoints at steps 5, 10 and 12."""
+    root = tmp_path_factory.mktemp("trainer")
+    corpus = root / "tiny.txt"
+    corpus.write_text(synthetic_corpus(n_sentences=3000))
+    out = root / "run"
+    example().main([*TINY_ARGS, "--out", str(out), "--corpus", str(corpus), "--report-to", "none"])
+    return out
+
+
+def checkpoint_cosines(folder: Path, ids: list[int]) -> np.ndarray:
+    """The cosines of the embedding rows ``ids`` saved in a checkpoint folder."""
+    return unit_cosines(load_file(folder / "model.safetensors")["model.embed_tokens.weight"].astype(np.float64)[ids])
+
+
+def test_trainer_output_explorer_shows_every_measured_step_and_each_checkpoint(trainer_output, chrome):
+    assert main(["explore", str(trainer_output)]) == 0
+    page = Page(chrome, trainer_output / "explorer.html")
+    steps = [1, 2, 3, 5, 10, 12]  # the callback's log points (4) and every 5 steps, and the checkpoints
+    assert page.evaluate("window.explorer.data.times") == steps
+    assert page.text("h1") == "Trainer output (llama) measured by ctxstair.monitor: 6 measured steps"
+    assert title_text(page, "rho-next") == "ρnext: embeddings vs next-token signatures (SPEC §7)"
+    assert page.subscripts("#rho-next .gtitle") == ["next"]
+    assert "W" in title_text(page, "attention-paths") and page.subscripts("#attention-paths .gtitle") == ["O", "V"]
+    assert_typeset(page)
+    ids = page.evaluate("window.explorer.data.token_ids")
+    lefts = []
+    for index, (step, shown) in enumerate(zip(steps, [5, 5, 5, 5, 10, 12])):  # before step 5: its checkpoint
+        page.move_slider(index)
+        assert page.text("#time-label").startswith(f"step {step} · {index + 1} of 6")
+        heatmap = np.array(page.plot_data("emb-heatmap")[0]["z"])
+        assert np.abs(heatmap - checkpoint_cosines(trainer_output / f"checkpoint-{shown}", ids)).max() <= ROUNDING
+        heading = title_text(page, "emb-heatmap")
+        assert heading.startswith(f"Semb at step {shown}" +
+                                  (f" (the first checkpoint, saved after step {step})" if step < 5 else "ρnext"))
+        cursor = page.evaluate("""() => { const c = document.getElementById('rho-next-cursor');
+                                          return [c.dataset.time, parseFloat(c.style.left)]; }""")
+        assert cursor[0] == str(step)
+        lefts.append(cursor[1])
+    assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts)
+    assert page.errors == [] and page.requests == [page.url]
+
+
+def test_trainer_output_between_and_without_saved_models(trainer_output, chrome, tmp_path):
+    bare = shutil.copytree(trainer_output, tmp_path / "bare")
+    shutil.copyfile(bare / "checkpoint-12" / rundir.TRAINER_STATE, bare / rundir.TRAINER_STATE)
+    shutil.rmtree(bare / "checkpoint-10")  # step 10 was measured live, but its model was not kept
+    assert main(["explore", str(bare)]) == 0
+    page = Page(chrome, bare / "explorer.html")
+    page.move_slider(4)
+    ids = page.evaluate("window.explorer.data.token_ids")
+    heatmap = np.array(page.plot_data("emb-heatmap")[0]["z"])
+    assert np.abs(heatmap - checkpoint_cosines(trainer_output / "checkpoint-5", ids)).max() <= ROUNDING
+    assert title_text(page, "emb-heatmap").startswith("Semb at step 5 (the latest checkpoint before step 10)")
+
+    for folder in bare.glob("checkpoint-*"):
+        shutil.rmtree(folder)
+    assert main(["explore", str(bare)]) == 0
+    page = Page(chrome, bare / "explorer.html")
+    assert page.text("#geometry-note").startswith("The embedding geometry is not available: this Trainer output")
+    assert page.text("h1") == "Trainer output measured by ctxstair.monitor: 6 measured steps"
+    assert str(tmp_path) not in (bare / "explorer.html").read_text()  # no machine path in the page
+    assert page.page.locator("#pca, #emb-heatmap").count() == 0
+    page.move_slider(4)
+    assert page.text("#time-label").startswith("step 10 ")
+    assert page.evaluate("document.getElementById('rho-next-cursor').dataset.time") == "10"
+    assert_typeset(page)
+    assert page.errors == [] and page.requests == [page.url]
+
+
+@pytest.fixture(scope="module")
+def series(trainer_output):
+    """``analyze-model --out`` on the Trainer output's three checkpoints, with small settings."""
+    out = trainer_output.parent / "series"
+    analyze_model(trainer_output, text=(trainer_output.parent / "tiny.txt").read_text(), k=20, window=32,
+                  max_tokens=20000, probe_steps=30, attention_windows=8, path_windows=1, null_permutations=10,
+                  prefix_labels=100, out=out)
+    return out
+
+
+def test_series_explorer_shows_each_checkpoint_and_says_when_its_rows_are_missing(series, trainer_output, chrome,
+                                                                                 tmp_path):
+    assert main(["explore", str(series)]) == 0
+    page = Page(chrome, series / "explorer.html")
+    assert page.text("h1") == "analyze-model series of run: 3 checkpoints"
+    assert str(series.parent) not in (series / "explorer.html").read_text()  # its source is a machine path
+    assert [p["id"] for p in page.evaluate("window.explorer.data.panels")] == [
+        "rho-next", "probe", "attention-paths", "path-shares", "unembedding"]
+    assert_typeset(page)
+    ids = page.evaluate("window.explorer.data.token_ids")
+    rho = page.plot_data("rho-next")[0]
+    for index, step in enumerate((5, 10, 12)):
+        page.move_slider(index)
+        assert page.text("#time-label").startswith(f"step {step} (checkpoint-{step}) · {index + 1} of 3")
+        heatmap = np.array(page.plot_data("emb-heatmap")[0]["z"])
+        assert np.abs(heatmap - checkpoint_cosines(trainer_output / f"checkpoint-{step}", ids)).max() <= ROUNDING
+        assert title_text(page, "emb-heatmap") == (f"Semb at step {step} (checkpoint-{step})"
+                                                   f"ρnext = {rho['y'][index]:.3f}")
+    assert page.errors == [] and page.requests == [page.url]
+
+    older = shutil.copytree(series, tmp_path / "older")
+    for rows in (older / "checkpoints").glob("*.npz"):
+        rows.unlink()
+    assert main(["explore", str(older)]) == 0
+    page = Page(chrome, older / "explorer.html")
+    assert "not available" in page.text("#geometry-note") and page.page.locator("#emb-heatmap").count() == 0
+    page.move_slider(2)
+    assert page.evaluate("document.getElementById('probe-cursor').dataset.time") == "12"
+    assert page.errors == [] and page.requests == [page.url]

@@ -303,7 +303,7 @@ def test_ctxstair_report_draws_a_trainer_output(trainer_run, tmp_path, capsys):
     html = (out / "report.html").read_text()
     assert (out / "figures" / "staircase.png").read_bytes().startswith(b"\x89PNG")
     rho = [row["staircase/rho_next"] for row in trainer_run["trainer"].state.log_history if "staircase/rho_next" in row]
-    assert f"ρ_next went from {rho[0]:+.3f} at step 1" in html
+    assert f"ρ<sub>next</sub> went from {rho[0]:+.3f} at step 1" in html  # typeset (report.typeset)
     assert "largest attention-path correlation" in html and "staircase_monitor.json" not in html
     assert "&quot;cadence&quot;" in html  # the callback's settings are shown as the run's configuration
 

@@ -15,6 +15,7 @@ from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.report import run_figures
 from ctxstair.report.figures import save_figure
 from ctxstair.report.html import write_report
+from ctxstair.report.typeset import typeset
 
 SNAPSHOTS = [0, 1, 3, 10, 30, 100, 200, 300]
 MEMBERS = 2
@@ -190,7 +191,8 @@ def test_report_html_is_self_contained_escaped_and_reproducible(run):
     assert "Staircase &lt;b&gt;add&lt;/b&gt;" in text and "<b>add" not in text
     assert "&lt;i&gt;raw&lt;/i&gt;" in text and "first &amp; order 1" in text
     for row in key_numbers:
-        assert row["name"] in text and row["measured"] in text
+        assert typeset(row["name"]) in text and row["measured"] in text
+    assert "<td>ρ<sub>(0)</sub> at epoch 100</td>" in text  # names typeset (ctxstair.report.typeset)
     assert all(mark in text for mark in ("✓", "✗", "—"))
     assert "<pre>recipe: staircase-add" in text and "a &lt; b &amp; c" in text  # config.yaml, escaped
     assert "<th>gamma_embedding</th>" in text  # members.csv as a table
@@ -208,3 +210,15 @@ def test_a_staircase_series_prints_as_one_line_with_its_headline():
     series = StaircaseSeries("runs/lm", ["step 0", "step 10", "step 20"], np.array([0, 10, 20]),
                              {"rho_next": np.array([np.nan, 0.012, 0.5]), "probe_heldout_mse": np.ones(3)})
     assert repr(series) == "StaircaseSeries('runs/lm': 3 states (step 0 … step 20), 2 measures; ρ_next 0.012 → 0.500)"
+
+
+@pytest.mark.parametrize("plain, html", [
+    ("ρ_next at the end", "ρ<sub>next</sub> at the end"),
+    ("S^emb(t) and S^sig,(0)", "S<sup>emb</sup>(t) and S<sup>sig,(0)</sup>"),
+    ("corr(S(φ^{attn,ℓ}), S(W_O W_V w_α))",
+     "corr(S(φ<sup>attn,ℓ</sup>), S(W<sub>O</sub> W<sub>V</sub> w<sub>α</sub>))"),
+    ("Pearson ρ_(0) via c_k", "Pearson ρ<sub>(0)</sub> via c<sub>k</sub>"),
+    ("val_loss_end, model.init.gamma, a<b & c", "val_loss_end, model.init.gamma, a&lt;b &amp; c"),
+])
+def test_typeset_writes_scripts_as_html_and_escapes_the_rest(plain, html):
+    assert typeset(plain) == html

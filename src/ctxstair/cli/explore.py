@@ -1,5 +1,5 @@
 """``ctxstair explore DIR``: the interactive explorer page of a run, a language-model run, a recipe
-output or a sweep (:mod:`ctxstair.report.explorer`)."""
+output, a sweep, an ``analyze-model`` series or a monitored Trainer output (:mod:`ctxstair.report.explorer`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from pathlib import Path
 def register(commands) -> None:
     """Add ``ctxstair explore``."""
     explore = commands.add_parser("explore", help="write an interactive explorer page (HTML, works offline) "
-                                  "of a run, language-model run, recipe output or sweep")
-    explore.add_argument("path", type=Path, help="a run, recipe or sweep directory")
+                                  "of a run, language-model run, recipe output, sweep, analyze-model "
+                                  "series or Trainer output")
+    explore.add_argument("path", type=Path, help="a run, recipe, sweep, analyze-model --out or Trainer output "
+                         "directory")
     explore.add_argument("--out", type=Path, default=None,
                          help="the page's file (default DIR/explorer.html; a single run only)")
     explore.add_argument("--member", type=int, default=0, help="the ensemble member a run's page shows (default 0)")

@@ -26,6 +26,7 @@ from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.monitor import SETTINGS_FILE
 from ctxstair.numerics import describe
+from ctxstair.report.typeset import typeset
 
 __all__ = ["write_report"]
 
@@ -65,8 +66,10 @@ def write_report(
     Args:
         run_dir: the run directory; ``config.yaml`` is shown verbatim in a ``<pre>`` block and
             ``members.csv``, if present, as a table.
-        title: page title and heading (plain text; escaped).
-        summary_paragraph: what the run shows, one paragraph of plain text (escaped).
+        title: page title and heading (plain text; escaped, and its heading typeset:
+            :func:`ctxstair.report.typeset.typeset`, ``ρ_next`` → ρ<sub>next</sub>).
+        summary_paragraph: what the run shows, one paragraph of plain text (escaped and typeset; so are
+            the key numbers' names and expectations and the figure captions).
         key_numbers: rows ``{"name": str, "measured": str, "expected": str, "met": True | False | None}``,
             rendered as a table quantity / measured / expected / met with ✓ / ✗ / —.
         figures: ``(caption, png_path)`` pairs in display order; a relative path is taken relative to
@@ -89,8 +92,8 @@ def write_report(
         f"<style>{_CSS}</style>",
         "</head>",
         "<body>",
-        f"<h1>{escape(str(title))}</h1>",
-        f'<p class="summary">{escape(str(summary_paragraph))}</p>',
+        f"<h1>{typeset(str(title))}</h1>",
+        f'<p class="summary">{typeset(str(summary_paragraph))}</p>',
         *_explorer_links(run_dir),
         "<h2>Key numbers</h2>",
         _key_number_table(key_numbers),
@@ -148,8 +151,8 @@ def _key_number_table(rows: list[dict]) -> str:
             raise InputError(f"key number {row['name']!r}: met must be True, False or None, got {row['met']!r}")
         mark, css, words = _MET[met]
         lines.append(
-            f"<tr><td>{escape(str(row['name']))}</td><td>{escape(str(row['measured']))}</td>"
-            f"<td>{escape(str(row['expected']))}</td>"
+            f"<tr><td>{typeset(str(row['name']))}</td><td>{escape(str(row['measured']))}</td>"
+            f"<td>{typeset(str(row['expected']))}</td>"
             f'<td class="met {css}" title="{words}">{mark}</td></tr>'
         )
     lines.append("</table>")
@@ -166,10 +169,9 @@ def _figure(run_dir: Path, number: int, caption: str, path: str | os.PathLike) -
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         raise InputError(f"figure {full} is not a PNG file")
     encoded = base64.b64encode(data).decode("ascii")
-    text = escape(str(caption))
     return (
-        f'<figure id="figure-{number}">\n<img src="data:image/png;base64,{encoded}" alt="{text}">\n'
-        f"<figcaption><b>Figure {number}.</b> {text}</figcaption>\n</figure>"
+        f'<figure id="figure-{number}">\n<img src="data:image/png;base64,{encoded}" alt="{escape(str(caption))}">\n'
+        f"<figcaption><b>Figure {number}.</b> {typeset(str(caption))}</figcaption>\n</figure>"
     )
 
 

@@ -20,6 +20,7 @@ from ctxstair.alignment.fourier import fourier_signatures
 from ctxstair.alignment.pca import pca_paths
 from ctxstair.alignment.similarity import signature_cosine, stacked_cosines
 from ctxstair.errors import InputError
+from ctxstair.report.typeset import typeset
 
 #: Decimals kept for matrices and coordinates in the page (cosines in [-1, 1]: 5e-5 at most off).
 DIGITS = 4
@@ -57,9 +58,10 @@ def run_payload(run_dir: str | Path, member: int = 0, page_dir: str | Path | Non
     return {
         "kind": "run", "unit": "epoch", "member": int(member), "members": int(members),
         "title": _title(run_dir, config, member, members),
-        "lead": ("Move the slider or press play: the cosine matrix of the task tokens' embeddings, S^emb, "
-                 "starts near the order-0 signatures' geometry and moves towards the order-1 one "
-                 "(SPEC §3, docs/science.md). Hover a cell for its pair of tokens and value, a point for its token."),
+        "lead": typeset("Move the slider or press play: the cosine matrix of the task tokens' embeddings, S^emb, "
+                        "starts near the order-0 signatures' geometry and moves towards the order-1 one "
+                        "(SPEC §3, docs/science.md). Hover a cell for its pair of tokens and value, a point for its "
+                        "token."),
         "times": [int(t) for t in times], "tokens": [str(int(t)) for t in sigs.tokens],
         "S_emb": rounded(stacked_cosines(E)), "S_sig0": rounded(signature_cosine(sigs.orders[0])),
         "sig1": _order1(sigs), **_curves(run_dir, member),
@@ -123,8 +125,9 @@ def _curves(run_dir: Path, member: int) -> dict:
 
 
 def series(name: str, x, y) -> dict:
-    """A curve for the page: ``{"name", "x": times (int), "y": values (5 decimals, None where not finite)}``."""
-    return {"name": name, "x": [int(v) for v in x],
+    """A curve for the page: ``{"name"`` (typeset, :func:`~ctxstair.report.typeset.typeset`),
+    ``"x": times (int), "y": values (5 decimals, None where not finite)}``."""
+    return {"name": typeset(name), "x": [int(v) for v in x],
             "y": [None if not np.isfinite(v) else round(float(v), 5) for v in y]}
 
 

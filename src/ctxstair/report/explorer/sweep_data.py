@@ -19,6 +19,7 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.report.sweep_figures import phase_specs
+from ctxstair.report.typeset import typeset
 
 #: Columns of a language-model sweep's rows (they decide which phase diagrams apply).
 LM_MARK = "peak_rise"
@@ -102,4 +103,4 @@ def _panel(rows: list[dict], spec: dict, keys: list[str], title: str, column: st
     log = log and any(v is not None for row in z for v in row) and all(v is None or v > 0 for row in z for v in row)
     if log:
         z = [[None if v is None else float(np.log10(v)) for v in row] for row in z]
-    return {"title": title, "label": label, "log": bool(log), "z": z, "text": text, "cells": names}
+    return {"title": typeset(title), "label": typeset(label), "log": bool(log), "z": z, "text": text, "cells": names}
