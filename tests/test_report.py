@@ -155,7 +155,7 @@ def test_geometry_titles_give_epoch_and_order0_pearson(run):
     assert len(titles) == 4
     assert "epoch 3" in titles[0] and f"{values[SNAPSHOTS.index(3)]:.3f}" in titles[0]
     assert "epoch 300" in titles[1] and f"{values[SNAPSHOTS.index(300)]:.3f}" in titles[1]
-    assert "S^{sig,(0)}" in titles[2] and "c_{5}" in titles[3]
+    assert "S^{\\mathrm{sig},(0)}" in titles[2] and "c_{5}" in titles[3]
     with pytest.raises(InputError, match="snapshot"):
         run_figures.geometry_figure(run, [4])
 
