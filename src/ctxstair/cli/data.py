@@ -146,19 +146,18 @@ def _semantics_figures(folder: Path, args: argparse.Namespace, result: dict, emb
                        checkpoint) -> list[Path]:
     """Draw the word groups' signatures, their scores against chance and, with a model, its embeddings
     into ``folder`` (PNG and the ``--figure-format`` copy); return the files written."""
-    from ctxstair.report.figures import figure_style, save_figure
+    from ctxstair.report.figures import save_figure
     from ctxstair.report.semantics_figures import scores_figure, semantics_figure
 
-    with figure_style():
-        written = save_figure(semantics_figure(result, f"next-token signatures of word groups: {corpus}"),
-                              folder / "semantics.png", args.figure_format)
-        written += save_figure(scores_figure(result, f"word-group structure against chance: {corpus}"
-                                             + (f" and {args.model} embeddings" if embeddings else ""), embeddings),
-                               folder / "semantics-scores.png", args.figure_format)
-        if embeddings is not None:
-            written += save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {args.model} "
-                                                    f"({checkpoint.name}, {embeddings['dim']} dimensions)"),
-                                   folder / "semantics-embeddings.png", args.figure_format)
+    written = save_figure(semantics_figure(result, f"next-token signatures of word groups: {corpus}"),
+                          folder / "semantics.png", args.figure_format)
+    written += save_figure(scores_figure(result, f"word-group structure against chance: {corpus}"
+                                         + (f" and {args.model} embeddings" if embeddings else ""), embeddings),
+                           folder / "semantics-scores.png", args.figure_format)
+    if embeddings is not None:
+        written += save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {args.model} "
+                                                f"({checkpoint.name}, {embeddings['dim']} dimensions)"),
+                               folder / "semantics-embeddings.png", args.figure_format)
     return written
 
 

@@ -35,7 +35,7 @@ from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.io import claim_output, fresh_output_dir
-from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, figure_style, save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, save_figure
 from ctxstair.report.html import write_report
 from ctxstair.train import train_run
 
@@ -338,12 +338,11 @@ def write_recipe_report(out: str | Path, figure_format: str = DEFAULT_FIGURE_FOR
     name, parts = _identify(out)
     recipe = get(name)
     paths = {part: out / part if part else out for part in parts}
-    with figure_style():
-        outcome = recipe.conclude(out, paths)
-        captions = []
-        for file_name, (caption, fig) in outcome.figures.items():
-            save_figure(fig, out / "figures" / file_name, figure_format)
-            captions.append((caption, Path("figures") / file_name))  # relative to ``out``
+    outcome = recipe.conclude(out, paths)
+    captions = []
+    for file_name, (caption, fig) in outcome.figures.items():
+        save_figure(fig, out / "figures" / file_name, figure_format)
+        captions.append((caption, Path("figures") / file_name))  # relative to ``out``
     rundir.write_json(out, "summary.json", {"recipe": name, "key_numbers": [asdict(k) for k in outcome.key_numbers],
                                             **outcome.summary, "figure_format": figure_format})
     if outcome.member_rows:

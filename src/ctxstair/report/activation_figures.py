@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import plt
+from ctxstair.report.figures import house_style, plt
 
 
+@house_style
 def cell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str, *, vmin: float, vmax: float,
              cmap: str) -> plt.Figure:
     """Heatmap over rows L and columns K of the median over members of ``cells[...][key]``, each cell
@@ -40,6 +41,7 @@ def cell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str
     return fig
 
 
+@house_style
 def accuracy_curves(paths: dict[str, Path], cells: dict, Ls: list[int]) -> plt.Figure:
     """Median training accuracy over members against epochs, one panel per sequence length L and one
     curve per power K (dashed where K < L), chance dotted; ``paths``: part -> run directory."""

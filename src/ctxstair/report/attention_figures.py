@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair.analysis.attention_groups import group_series, read_attention_run
+from ctxstair.report.figures import house_style
 from ctxstair.report.run_figures import PALETTE
 from ctxstair.theory.attention_run import PATHS
 
@@ -23,6 +24,7 @@ def _groups(table: dict) -> list[str]:
     return list(dict.fromkeys(table["group"].tolist()))
 
 
+@house_style
 def attention_dynamics_figure(run_dir: str | os.PathLike, member: int = 0, seq_len: int | None = None) -> plt.Figure:
     """Two panels over training: attention paid by the last position to an occurrence of each token
     group (mean over occurrences; dashed line: uniform attention 1/L when ``seq_len`` is given) and
@@ -54,6 +56,7 @@ def attention_dynamics_figure(run_dir: str | os.PathLike, member: int = 0, seq_l
     return fig
 
 
+@house_style
 def path_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     """One panel per token group: the share of the value, key and query paths in the actual update
     ``−∇_{W_E} loss`` of the group's embeddings (path norm / sum of the three path norms) over training.

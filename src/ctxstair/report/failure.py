@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair import rundir
-from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, figure_style, save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, house_style, save_figure
 from ctxstair.report.html import write_report
 
 
@@ -25,9 +25,8 @@ def write_failure_report(run_dir: str | Path, title: str, figure_format: str = D
     run_dir = Path(run_dir)
     failure = rundir.read_json(run_dir, "failure.json")
     unit = "epoch" if "epoch" in failure else "step"
-    with figure_style():
-        save_figure(_loss_figure(run_dir, unit, failure[unit]), run_dir / "figures" / "loss_until_failure.png",
-                    figure_format)
+    save_figure(_loss_figure(run_dir, unit, failure[unit]), run_dir / "figures" / "loss_until_failure.png",
+                figure_format)
     return write_report(
         run_dir, title=f"{title} — FAILED: training {failure['reason']} at {unit} {failure[unit]}",
         summary_paragraph=f"This run did not finish. {failure['message']}",
@@ -37,6 +36,7 @@ def write_failure_report(run_dir: str | Path, title: str, figure_format: str = D
                   "are not drawn.", Path("figures") / "loss_until_failure.png")])
 
 
+@house_style
 def _loss_figure(run_dir: Path, unit: str, failed_at: int) -> plt.Figure:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     series: dict[str, list[tuple[int, float]]] = {}

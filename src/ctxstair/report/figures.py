@@ -1,17 +1,20 @@
 """Publication-style figures: similarity heatmaps and PCA scatter plots of per-token geometry.
 
 Every function draws on a given matplotlib Axes and labels it fully (axes, colour bar, title), so
-recipes can compose panels. The house style of every figure (:data:`STYLE`, applied with
-:func:`figure_style` around drawing and saving) and the one writer of figure files (:func:`save_figure`:
+recipes can compose panels. The house style of every figure (:data:`STYLE`: every function that makes a
+figure is decorated with :func:`house_style`) and the one writer of figure files (:func:`save_figure`:
 PNG, and the vector copy of ``--figure-format`` beside it) are here; docs/design.md ("Figures") says why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import matplotlib.image
 import matplotlib.pyplot as plt
@@ -20,6 +23,8 @@ import numpy as np
 from ctxstair.alignment.pca import pca
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_bytes
+
+Drawn = TypeVar("Drawn")
 
 #: What ``--figure-format`` accepts. Every figure is written as PNG, which report.html embeds; ``svg``
 #: or ``pdf`` adds a vector copy of the same figure beside it (``figures/rho_next.svg`` next to
@@ -46,10 +51,20 @@ STYLE = {
 
 @contextlib.contextmanager
 def figure_style():
-    """Draw and save figures in the house style (:data:`STYLE`) inside the block; matplotlib's settings
-    are restored after it, so a notebook or a training loop that imports ctxstair keeps its own."""
+    """Draw figures in the house style (:data:`STYLE`) inside the block; matplotlib's settings are
+    restored after it, so a notebook or a training loop that imports ctxstair keeps its own."""
     with plt.rc_context(STYLE):
         yield
+
+
+def house_style(draw: Callable[..., Drawn]) -> Callable[..., Drawn]:
+    """Decorate a function that draws a figure so that it draws in :data:`STYLE`, whoever calls it (the
+    point sizes are fixed when the text is made, so the style must hold while the figure is drawn)."""
+    @functools.wraps(draw)
+    def styled(*args, **kwargs):
+        with figure_style():
+            return draw(*args, **kwargs)
+    return styled
 
 
 def check_figure_format(figure_format: str) -> str:

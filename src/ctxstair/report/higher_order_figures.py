@@ -10,10 +10,11 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.analysis.order2 import read_order2
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import plt
+from ctxstair.report.figures import house_style, plt
 from ctxstair.report.run_figures import PALETTE, draw_aggregate
 
 
+@house_style
 def orders_figure(run: Path) -> plt.Figure:
     """Top: alignment with orders 0 (1 − MSE), 1 (probe and flat geometry) and 2 (probe) over epochs,
     members' mean and min–max band (``alignment.csv``, ``order2.csv``); bottom: loss and accuracy."""
@@ -51,6 +52,7 @@ def orders_figure(run: Path) -> plt.Figure:
     return fig
 
 
+@house_style
 def groups_figure(run: Path) -> plt.Figure:
     """One panel per token group of ``order2.csv`` (``<signature>@<group>`` rows: anchors, context
     tokens): the order-1 probe, the order-1 probe beyond order 0 (v ⟂ 1) and the order-2 probe on the

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import plt
+from ctxstair.report.figures import house_style, plt
 
 
+@house_style
 def label_law_figure(laws: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, dict]]
                      ) -> plt.Figure:
     """``laws``: law name -> (labels (Y,), data law φ^{y;0}_a (Y,), prescribed law p_a (Y,), model law

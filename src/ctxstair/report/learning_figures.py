@@ -20,12 +20,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import pca_scatter
+from ctxstair.report.figures import house_style, pca_scatter
 from ctxstair.report.run_figures import PALETTE, draw_aggregate
 
 _LOG_EPOCH = "epoch (log axis; epoch 0 not shown)"
 
 
+@house_style
 def accuracy_and_probe_figure(curves: dict[str, list[dict]], chance: float, threshold: float) -> plt.Figure:
     """Two panels on a shared log-epoch axis (epochs ≥ 1): training accuracy of every member of each
     run (top; dotted: chance, dashed: ``threshold``) and its held-out order-1 probe (bottom).
@@ -56,6 +57,7 @@ def accuracy_and_probe_figure(curves: dict[str, list[dict]], chance: float, thre
     return fig
 
 
+@house_style
 def pca_panels_figure(panels: list[tuple[str, np.ndarray]], tokens: np.ndarray, title: str) -> plt.Figure:
     """One PCA scatter per (panel title, rows (T, ...)) over the same ``tokens``, side by side."""
     fig, axes = plt.subplots(1, len(panels), figsize=(2.4 * len(panels), 2.4), squeeze=False, layout="constrained")
@@ -65,6 +67,7 @@ def pca_panels_figure(panels: list[tuple[str, np.ndarray]], tokens: np.ndarray, 
     return fig
 
 
+@house_style
 def similarity_grid(panels: list[tuple[str, np.ndarray]], tokens: np.ndarray, title: str, ncols: int = 5,
                     per_panel: bool = False) -> plt.Figure:
     """Small multiples of cosine-similarity matrices (T, T) over ``tokens``, ``ncols`` per row, one
@@ -108,6 +111,7 @@ def similarity_grid(panels: list[tuple[str, np.ndarray]], tokens: np.ndarray, ti
     return fig
 
 
+@house_style
 def onset_figure(rows: list[dict], N: int, cap: int, threshold: float) -> plt.Figure:
     """First epoch with training accuracy ≥ ``threshold`` against the modulus M (F9): one point per
     seed (slightly spread sideways), the median per M as a line (censored runs counted as the cap),
@@ -150,6 +154,7 @@ def onset_figure(rows: list[dict], N: int, cap: int, threshold: float) -> plt.Fi
     return fig
 
 
+@house_style
 def fourier_profiles_figure(profiles: list[dict], k_min: int, ncols: int = 5) -> plt.Figure:
     """One panel per seed: the Fourier alignment over k (SPEC §3 Fourier view) — Pearson r of
     ``S^emb`` with ``S^sig,(1)(c_k)`` (solid) and the same controlling for ``S^sig,(0)`` (dashed;
@@ -183,6 +188,7 @@ def fourier_profiles_figure(profiles: list[dict], k_min: int, ncols: int = 5) ->
     return fig
 
 
+@house_style
 def embedding_modes_figure(paths: dict[str, Path], per_part: dict[str, list[dict]], optimizers: list[str], N: int,
                            modes: dict[str, str], learned_acc: float, early_epochs: int) -> plt.Figure:
     """F8b: training accuracy over epochs per optimizer (one panel each) and embedding mode (one curve

@@ -19,7 +19,7 @@ import numpy as np
 
 from ctxstair.alignment import cosine_matrix
 from ctxstair.alignment.pca import pca
-from ctxstair.report.figures import pca_scatter, similarity_heatmap
+from ctxstair.report.figures import house_style, pca_scatter, similarity_heatmap
 from ctxstair.report.run_figures import PALETTE
 
 
@@ -27,6 +27,7 @@ def _label(part: dict) -> str:
     return f"γ = {part['gamma']:g}"
 
 
+@house_style
 def answers_figure(parts: list[dict], inferential: str, symmetric: str) -> plt.Figure:
     """Grouped bars over γ: the median over seeds of the fraction of held-out samples given the
     inferential answer, the symmetric answer and any other answer at the end; dots: every seed.
@@ -50,6 +51,7 @@ def answers_figure(parts: list[dict], inferential: str, symmetric: str) -> plt.F
     return fig
 
 
+@house_style
 def composite_training_figure(parts: list[dict]) -> plt.Figure:
     """Two panels over epochs: training accuracy of every member (``acc_curves``) and, at every
     snapshot, the inferential (solid) and symmetric (dashed) fraction on the held-out pair."""
@@ -74,6 +76,7 @@ def composite_training_figure(parts: list[dict]) -> plt.Figure:
     return fig
 
 
+@house_style
 def key_pca_figure(parts: list[dict]) -> plt.Figure:
     """PCA of the key embeddings (``key_rows`` over ``keys``) at the end, one panel per γ."""
     fig, axes = plt.subplots(1, len(parts), figsize=(2.4 * len(parts), 2.4), layout="constrained", squeeze=False)
@@ -84,6 +87,7 @@ def key_pca_figure(parts: list[dict]) -> plt.Figure:
     return fig
 
 
+@house_style
 def group_loss_figure(parts: list[dict]) -> plt.Figure:
     """One panel per γ: mean training loss of the reasoning (solid) and memory (dashed) samples at every
     snapshot, one line per member; dotted on a second axis: accuracy on the held-out reasoning pairs."""
@@ -115,6 +119,7 @@ def _first(values: list[int | None]) -> str:
     return "never" if values[0] is None else str(values[0])
 
 
+@house_style
 def anchor_figure(parts: list[dict]) -> plt.Figure:
     """One column per γ: cosine similarity of the anchor embeddings (``anchor_rows`` over ``anchors``,
     memory then reasoning) and their PCA (memory anchors as grey squares, reasoning anchors as circles

@@ -31,7 +31,7 @@ from matplotlib.ticker import MaxNLocator
 from ctxstair import rundir
 from ctxstair.alignment.similarity import upper_triangle
 from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, RHO_NEXT_SPEARMAN, SHUFFLED
-from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, figure_style, save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, house_style, save_figure
 from ctxstair.report.lm_series import ANALYSIS_FILE, StaircaseSeries, read_series, run_losses
 from ctxstair.report.run_figures import PALETTE
 
@@ -209,16 +209,19 @@ def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
 
 # ---------------------------------------------------------------------------------------------- figures
 
+@house_style
 def rho_next_figure(source: Source) -> plt.Figure:
     """Top: ρ_next (Pearson and Spearman) over steps; bottom: the losses."""
     series = _series(source)
     fig, (ax, ax_loss) = plt.subplots(2, 1, figsize=(3.6, 4.0), sharex=True, height_ratios=(3, 2), layout="constrained")
     rho_next_panel(ax, series)
     loss_panel(ax_loss, series)
+    ax.set_xlabel("")  # the shared axis is labelled once, under the loss
     fig.suptitle(r"Embeddings vs next-token signatures over training: $\rho_{\mathrm{next}}$ and the loss")
     return fig
 
 
+@house_style
 def loss_figure(run_dir: str | os.PathLike) -> plt.Figure:
     """Training loss per step and held-out loss at the snapshots (nats) of an LM run directory (one
     trained without analysis too)."""
@@ -229,6 +232,7 @@ def loss_figure(run_dir: str | os.PathLike) -> plt.Figure:
     return fig
 
 
+@house_style
 def probe_figure(source: Source) -> plt.Figure:
     """Held-out MSE of the first-order prefix probe and of the same probe on shuffled signatures."""
     fig, ax = plt.subplots(figsize=(3.6, 2.8), layout="constrained")
@@ -237,6 +241,7 @@ def probe_figure(source: Source) -> plt.Figure:
     return fig
 
 
+@house_style
 def attention_path_figure(source: Source) -> plt.Figure:
     """Heatmap over (layer, snapshot) of the correlation between the attention-path signature and
     ``W_O W_V w_α`` (SPEC §7)."""
@@ -247,6 +252,7 @@ def attention_path_figure(source: Source) -> plt.Figure:
     return fig
 
 
+@house_style
 def path_shares_figure(source: Source) -> plt.Figure:
     """Share of each residual path (direct, attention ℓ, MLP ℓ) in the norm of the embeddings'
     update over training (SPEC §6.4)."""
@@ -256,6 +262,7 @@ def path_shares_figure(source: Source) -> plt.Figure:
     return fig
 
 
+@house_style
 def staircase_figure(source: Source, title: str = "The Context Staircase measured live (SPEC §6.4, §7)") -> plt.Figure:
     """Six panels over training steps (SPEC §6.4, §7): ρ_next; the losses; the prefix probe against its
     control; the attention-path correlation per layer with its null; the path shares; the seconds
@@ -283,6 +290,7 @@ def staircase_figure(source: Source, title: str = "The Context Staircase measure
     return fig
 
 
+@house_style
 def analysis_figure(folder: str | os.PathLike) -> plt.Figure:
     """The figure of an ``analyze-model`` folder: the pair scatter of the last checkpoint (S^emb against
     S^next, from ``similarity.npz``) next to ρ_next and the probe (when measured) over the checkpoints
@@ -367,8 +375,7 @@ def write_analysis_figure(folder: str | os.PathLike, figure_format: str = DEFAUL
     ``analysis.json`` as ``figure_format``; return the files written."""
     folder = Path(folder)
     check_figure_format(figure_format)
-    with figure_style():
-        written = save_figure(analysis_figure(folder), folder / "analysis.png", figure_format)
+    written = save_figure(analysis_figure(folder), folder / "analysis.png", figure_format)
     result = rundir.read_json(folder, ANALYSIS_FILE)
     rundir.write_json(folder, ANALYSIS_FILE, {**result, "figure_format": figure_format})
     return written

@@ -9,12 +9,13 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import plt
+from ctxstair.report.figures import house_style, plt
 from ctxstair.report.run_figures import PALETTE
 from ctxstair.signatures.superposition import closed_form_signatures, superposition_scores
 from ctxstair.tasks import Dataset
 
 
+@house_style
 def signature_figure(run: Path, N: int) -> plt.Figure:
     """Computed order-0 signatures (``signatures.npz``) of a number and both anchors against the closed forms."""
     sigs = rundir.read_signatures(run)
@@ -32,6 +33,7 @@ def signature_figure(run: Path, N: int) -> plt.Figure:
     return fig
 
 
+@house_style
 def superposition_figure(run: Path, dataset: Dataset) -> plt.Figure:
     """The superposition score of two samples with the same numbers and either anchor; the argmax marked."""
     sigs = rundir.read_signatures(run)
@@ -50,6 +52,7 @@ def superposition_figure(run: Path, dataset: Dataset) -> plt.Figure:
     return fig
 
 
+@house_style
 def logit_figure(score: np.ndarray, logits: dict[int, np.ndarray], member: dict) -> plt.Figure:
     """One member's logits (n, labels) at its order-0 peak and at the end (``logits`` by epoch) against
     the superposition score (n, labels), as hexbin densities; ``member`` is its row of the summary."""

@@ -42,7 +42,7 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, signature_cosine
 from ctxstair.errors import InputError
-from ctxstair.report.figures import pca_scatter, similarity_heatmap
+from ctxstair.report.figures import house_style, pca_scatter, similarity_heatmap
 from ctxstair.report.signatures import signature_views
 from ctxstair.signatures.hierarchy import SignatureHierarchy
 
@@ -59,6 +59,7 @@ _LOG_EPOCH_LABEL = "epoch (log axis; epoch 0 not shown)"
 # ----------------------------------------------------------------------------------------------
 
 
+@house_style
 def staircase_figure(run_dir: str | os.PathLike, member: int | None = None) -> plt.Figure:
     """The staircase plot (SPEC §3 alignment; §8 F1, F3): alignment of ``S^emb(t)`` with each
     signature order over training, above training loss and accuracy, on a shared log-epoch axis.
@@ -102,6 +103,7 @@ def staircase_figure(run_dir: str | os.PathLike, member: int | None = None) -> p
     return fig
 
 
+@house_style
 def fourier_heatmap(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     """Heatmap of the Fourier alignment ``ρ_(1),k`` (SPEC §3 "Fourier view"; §8 F3) of one member.
 
@@ -153,6 +155,7 @@ def fourier_heatmap(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     return fig
 
 
+@house_style
 def geometry_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.Figure:
     """Row of cosine-similarity heatmaps (SPEC §3; §8 F1, F2b): ``S^emb`` of the task tokens at each
     of ``epochs``, then ``S^sig,(0)`` and ``S^sig,(1)`` through the Fourier probe ``c_{P/2}``.
@@ -188,6 +191,7 @@ def geometry_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.
     return fig
 
 
+@house_style
 def pca_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.Figure:
     """PCA of the task-token embeddings at each of ``epochs`` next to PCA of the order-0 signatures and
     of order 1 through ``c_{P/2}`` (SPEC §3 "PCA of both spaces side by side"; §8 F2b).
@@ -217,6 +221,7 @@ def pca_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.Figur
     return fig
 
 
+@house_style
 def curves_figure(run_dir: str | os.PathLike) -> plt.Figure:
     """Training loss and accuracy of every ensemble member over epochs (``metrics.jsonl``).
 
@@ -430,6 +435,7 @@ def _order0_score(run_dir, member: int, epoch: int, emb: np.ndarray, sigs: Signa
     return f"order 0: 1 − MSE = {result['one_minus_mse']:.3f}"
 
 
+@house_style
 def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     """The staircase in gradient space (SPEC §6.1): from ``theory.csv``, each signature order's
     share of the label-driven embedding gradient (top) and the cosine of its term with the actual

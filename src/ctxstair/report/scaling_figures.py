@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import plt
+from ctxstair.report.figures import house_style, plt
 
 
+@house_style
 def scaling_figure(widths: list[int], gammas: list[float], ratios: np.ndarray, fits: dict) -> plt.Figure:
     """RMS(order m) / RMS(order 0) against d on log-log axes, one panel per order m ≥ 1, one colour per γ;
     ``ratios`` (G, D, M+1), ``fits[γ][m-1]`` the fitted slopes (:func:`ctxstair.theory.fit_order_slopes`)."""

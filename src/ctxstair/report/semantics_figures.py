@@ -11,9 +11,10 @@ import numpy as np
 
 from ctxstair.errors import InputError
 from ctxstair.lm.semantics import MEASURES, format_score
-from ctxstair.report.figures import plt  # sets the non-interactive backend
+from ctxstair.report.figures import house_style, plt  # sets the non-interactive backend
 
 
+@house_style
 def semantics_figure(result: dict, title: str):
     """PCA pictures of :func:`~ctxstair.lm.semantics.group_structure`'s (or
     :func:`~ctxstair.lm.semantics.embedding_structure`'s) result: one panel per ordered / cyclic
@@ -65,6 +66,7 @@ def _uncertainty(entry: dict) -> str:
     return ", ".join(parts)
 
 
+@house_style
 def scores_figure(result: dict, title: str, embeddings: dict | None = None):
     """Every group's score (and all categories together) with its chance level: signatures with
     their 95 % bootstrap interval, and, if given, the embeddings with their leave-one-word-out

@@ -15,7 +15,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair.alignment import fourier_signatures, signature_cosine
-from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, figure_style, pca_scatter, save_figure, similarity_heatmap
+from ctxstair.report.figures import (
+    DEFAULT_FIGURE_FORMAT,
+    house_style,
+    pca_scatter,
+    save_figure,
+    similarity_heatmap,
+)
 from ctxstair.signatures.hierarchy import SignatureHierarchy
 
 
@@ -28,6 +34,7 @@ def signature_views(sigs: SignatureHierarchy) -> list[tuple[str, np.ndarray]]:
     return views
 
 
+@house_style
 def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path,
                             figure_format: str = DEFAULT_FIGURE_FORMAT) -> list[Path]:
     """Write ``signature_similarity.png`` (cosine heatmap per view, SPEC §3) and ``signature_pca.png`` (PCA of
@@ -35,13 +42,6 @@ def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     views = signature_views(sigs)
     paths = []
-    with figure_style():
-        _draw_views(sigs, task, out_dir, views, figure_format, paths)
-    return paths
-
-
-def _draw_views(sigs: SignatureHierarchy, task: str, out_dir: Path, views: list, figure_format: str,
-                paths: list[Path]) -> None:
     for name, draw, headline in [
         ("signature_similarity.png",
          lambda ax, title, M: similarity_heatmap(ax, signature_cosine(M), sigs.tokens, title),
@@ -54,3 +54,4 @@ def _draw_views(sigs: SignatureHierarchy, task: str, out_dir: Path, views: list,
             draw(ax, title, M)
         fig.suptitle(f"Task '{task}': {headline}")
         paths += save_figure(fig, out_dir / name, figure_format)
+    return paths

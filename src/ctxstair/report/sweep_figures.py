@@ -18,6 +18,8 @@ import numpy as np
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from ctxstair.report.figures import house_style
+
 #: (file, title, [(column, label, log colour scale)]) of each figure; alignment figures need analysis.
 _EPOCH_FIGURE = ("phase_epochs.png", "When the staircase steps happen",
                  [("order0_max_epoch", "epoch of the order-0 maximum", True),
@@ -66,6 +68,7 @@ def phase_specs(analysed: bool, lm: bool) -> list[tuple[str, str, list[tuple[str
     return ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE]
 
 
+@house_style
 def phase_figure(rows: list[dict[str, Any]], grid: dict[str, list[Any]], panels: list[tuple[str, str, bool]],
                  title: str) -> plt.Figure:
     """One panel per ``(column, label, log)``: a line plot over the only grid key, or a heatmap over
@@ -157,6 +160,7 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
+@house_style
 def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
     """ρ_next (left) and the held-out loss (right) against the training step for every cell of a
     language-model sweep, one colour per cell; ``courses``: cell label -> the dict of

@@ -35,7 +35,7 @@ from ctxstair.errors import InputError
 from ctxstair.io import Output, claim_output
 from ctxstair.recipes import base as recipes
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, figure_style, save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, save_figure
 from ctxstair.report.html import write_report
 from ctxstair.sweep.backends import import_ray, run_local, run_ray, unpack_cell
 from ctxstair.sweep.cells import CellJob, default_threads, language_model_cell, member_rows
@@ -155,19 +155,18 @@ def write_sweep_report(out: str | Path, figure_format: str = DEFAULT_FIGURE_FORM
         raise InputError(f"{out} has no complete cell yet; continue it with --resume")
     rundir.write_table(out, "sweep.csv", list(rows[0]), rows)
     lm = language_model_cell(out / "cells" / rows[0]["cell"])
-    with figure_style():
-        figures = sweep_figures.phase_figures(rows, spec["grid"], analysed=spec["analysis"], lm=lm)
-        if lm and spec["analysis"]:
-            courses = {", ".join(f"{k}={v}" for k, v in cell["overrides"].items()):
-                       ms.rho_next_course(out / "cells" / cell["name"])
-                       for cell in spec["cells"] if (out / "cells" / cell["name"]).is_dir()}
-            figures["rho_next_curves.png"] = (
-                "ρ_next and the held-out loss over training, every cell on one figure.",
-                sweep_figures.rho_next_curves_figure(courses))
-        captions = []
-        for name, (caption, fig) in figures.items():
-            save_figure(fig, out / "figures" / name, figure_format)
-            captions.append((caption, Path("figures") / name))
+    figures = sweep_figures.phase_figures(rows, spec["grid"], analysed=spec["analysis"], lm=lm)
+    if lm and spec["analysis"]:
+        courses = {", ".join(f"{k}={v}" for k, v in cell["overrides"].items()):
+                   ms.rho_next_course(out / "cells" / cell["name"])
+                   for cell in spec["cells"] if (out / "cells" / cell["name"]).is_dir()}
+        figures["rho_next_curves.png"] = (
+            "ρ_next and the held-out loss over training, every cell on one figure.",
+            sweep_figures.rho_next_curves_figure(courses))
+    captions = []
+    for name, (caption, fig) in figures.items():
+        save_figure(fig, out / "figures" / name, figure_format)
+        captions.append((caption, Path("figures") / name))
     done = {row["cell"] for row in rows}
     write_report(out, title=f"sweep of {spec['recipe']} over {' × '.join(spec['grid'])}",
                  summary_paragraph=_paragraph(spec, rows, done, lm), key_numbers=_cell_numbers(spec, rows, lm),
