@@ -158,11 +158,12 @@ def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
         _not_measured(ax, "attention paths")
     for layer, colour in zip(layers, plt.get_cmap("tab10").colors):
         ax.plot(*series.measured(ATTENTION_CORR, layer), color=colour, marker="o", label=f"layer {layer}")
-        ax.plot(*series.measured(ATTENTION_NULL, layer), color=colour, linestyle="--", linewidth=0.9,
-                label=f"layer {layer} null (largest |r| of the permutations)")
+        ax.plot(*series.measured(ATTENTION_NULL, layer), color=colour, linestyle="--", linewidth=0.9)
+    if layers:  # one entry for every null, so that the legend grows by one line per layer, not two
+        ax.plot([], [], color="grey", linestyle="--", linewidth=0.9, label="null: largest |r| of the permutations")
     ax.set_ylabel(ATTENTION_LABEL)
     _state_axis(ax, series)
-    _legend(ax)
+    _legend(ax, ncol=2 if len(layers) > 4 else 1)
 
 
 def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -264,30 +265,37 @@ def path_shares_figure(source: Source) -> plt.Figure:
 
 @house_style
 def staircase_figure(source: Source, title: str = "The Context Staircase measured live (SPEC §6.4, §7)") -> plt.Figure:
-    """Six panels over training steps (SPEC §6.4, §7): ρ_next; the losses; the prefix probe against its
-    control; the attention-path correlation per layer with its null; the path shares; the seconds
-    each live measurement took."""
+    """Up to six panels over training steps (SPEC §6.4, §7): ρ_next; the losses; the prefix probe against
+    its control; the attention-path correlation per layer with its null; the path shares; the seconds
+    each live measurement took. A measure the output does not hold gets no panel (the monitor's probe is
+    off by default), and the grid, two panels a row, holds exactly the panels drawn."""
     series = _series(source)
-    fig, axes = plt.subplots(3, 2, figsize=(7.2, 7.6), layout="constrained")
-    (rho, loss), (probe, attention), (shares, cost) = axes
-    for panel, ax, label in ((rho_next_panel, rho, "(a) embeddings vs next-token signatures"),
-                             (loss_panel, loss, "(b) next-token loss"),
-                             (probe_panel, probe, "(c) first-order prefix probe vs its control"),
-                             (attention_lines_panel, attention, "(d) attention-path signature per layer"),
-                             (path_shares_panel, shares, "(e) paths of the embedding update")):
+    panels = [(rho_next_panel, "embeddings vs next-token signatures")]
+    for drawn, panel, label in ((series.loss is not None or series.val_loss is not None, loss_panel, "next-token loss"),
+                                (series.has(PROBE), probe_panel, "first-order prefix probe vs its control"),
+                                (bool(series.layers()), attention_lines_panel, "attention-path signature per layer"),
+                                (bool(series.paths()), path_shares_panel, "paths of the embedding update"),
+                                (series.seconds is not None, _cost_panel, "cost of each measurement")):
+        if drawn:
+            panels.append((panel, label))
+    rows = -(-len(panels) // 2)
+    fig, axes = plt.subplots(rows, 2, figsize=(7.2, 2.5 * rows + 0.4), squeeze=False, layout="constrained")
+    for ax, (panel, label), letter in zip(axes.flat, panels, "abcdef"):
         panel(ax, series)
-        ax.set_title(label)
-    if series.seconds is not None:
-        keep = ~np.isnan(series.seconds)
-        cost.plot(series.steps[keep], series.seconds[keep], color=PALETTE[0], marker="o", label="one measurement")
-        cost.legend()
-    else:
-        _not_measured(cost, "the cost")
-    cost.set_ylabel("wall time (s)")
-    cost.set_title("(f) cost of each measurement")
-    step_axis(cost)
+        ax.set_title(f"({letter}) {label}")
+    if len(panels) % 2:
+        fig.delaxes(axes.flat[-1])  # an odd count: the last row holds one panel
     fig.suptitle(title)
     return fig
+
+
+def _cost_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """The seconds each live measurement took, over the steps."""
+    keep = ~np.isnan(series.seconds)
+    ax.plot(series.steps[keep], series.seconds[keep], color=PALETTE[0], marker="o", label="one measurement")
+    ax.set_ylabel("wall time (s)")
+    step_axis(ax)
+    _legend(ax)
 
 
 @house_style
