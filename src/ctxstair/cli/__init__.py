@@ -9,6 +9,7 @@ partial output behind.
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]
                                                            # sweep.csv, phase diagrams
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
+    ctxstair report runs/staircase-add --figure-format pdf # figures as PNG and PDF (default PNG and SVG)
     ctxstair report runs/trainer                           # a Trainer output measured by ctxstair.monitor
     ctxstair verify runs/staircase-add                     # every snapshot and checkpoint against its SHA-256
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
