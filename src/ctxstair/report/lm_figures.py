@@ -39,6 +39,8 @@ _STEP_LABEL = "training step (symlog axis)"
 #: Colour of the direct, attention and MLP paths in the path-share panels.
 _PATH_COLOURS = {"embed": "tab:green", "attn": "tab:blue", "mlp": "tab:orange"}
 SIMILARITY_FILE = "similarity.npz"
+#: Where a legend of many or long entries goes: under its panel, which the curves fill.
+_BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.3)}
 #: Axis labels, typeset with matplotlib's mathtext (no LaTeX needed).
 RHO_NEXT_LABEL = "\n".join((r"$\rho_{\mathrm{next}} = \mathrm{corr}(S^{\mathrm{emb}}, S^{\mathrm{next}})$",
                             r"over token pairs of $T$"))
@@ -178,7 +180,7 @@ def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of the summed path norms")
     _state_axis(ax, series)
-    _legend(ax, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.3))  # below: the curves fill the panel
+    _legend(ax, ncol=2, **_BELOW)
 
 
 def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -359,7 +361,7 @@ def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSerie
     ax_corr.set_xlabel(r"layer $\ell$")
     ax_corr.set_ylabel(ATTENTION_LABEL)
     ax_corr.set_title("attention-path correlation per layer")
-    ax_corr.legend()
+    ax_corr.legend(**_BELOW)
     shares = {part: series.values[f"{PATH_SHARE}/{part}"][-1] for part in series.paths()}
     for kind, label in (("attn", r"attention path attn.$\ell$"), ("mlp", r"MLP path mlp.$\ell$")):
         ax_shares.plot(depth, [shares.get(f"{kind}.{layer}", np.nan) for layer in layers], marker="o",
@@ -374,7 +376,7 @@ def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSerie
     ax_shares.set_xlabel(r"layer $\ell$")
     ax_shares.set_ylabel("share of the summed path norms over T")
     ax_shares.set_title("path shares of the embedding update")
-    ax_shares.legend()
+    ax_shares.legend(**_BELOW)
 
 
 def write_analysis_figure(folder: str | os.PathLike, figure_format: str = DEFAULT_FIGURE_FORMAT) -> list[Path]:
