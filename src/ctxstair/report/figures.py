@@ -44,8 +44,7 @@ STYLE = {
     "legend.fontsize": 7, "figure.titlesize": 9, "figure.dpi": 100, "savefig.dpi": PNG_DPI,
     "lines.linewidth": 1.2, "lines.markersize": 3, "axes.linewidth": 0.6, "grid.linewidth": 0.5,
     "axes.xmargin": 0.04, "axes.ymargin": 0.06, "legend.frameon": False, "mathtext.fontset": "dejavusans",
-    "svg.hashsalt": "ctxstair",
-    "pdf.fonttype": 42, "image.interpolation": "nearest",
+    "svg.hashsalt": "ctxstair", "pdf.fonttype": 42, "image.interpolation": "nearest",
 }
 
 
@@ -109,7 +108,7 @@ def pca_scatter(ax: plt.Axes, M: np.ndarray, token_ids: np.ndarray, title: str) 
     ax.scatter(coords[:, 0], coords[:, 1], c=colours, cmap="viridis", s=12, edgecolors="k", linewidths=0.3)
     step = -(-len(token_ids) // 12)  # at most 12 labels, so that they stay readable in a small panel
     for (px, py), token in list(zip(coords, token_ids))[::step]:
-        ax.annotate(str(token), (px, py), fontsize="x-small", xytext=(2, 2), textcoords="offset points")
+        ax.annotate(str(token), (px, py), fontsize="small", xytext=(2, 2), textcoords="offset points")
     ax.set_xlabel(f"PC1 ({100 * explained[0]:.0f}% var.)")
     ax.set_ylabel(f"PC2 ({100 * explained[1]:.0f}% var.)")
     ax.set_title(title)
