@@ -134,7 +134,7 @@ def save_figure(fig: plt.Figure, path: str | os.PathLike,
         with figure_style():  # the SVG's ids come from the style's hash salt
             fig.savefig(buffer, format=kind, dpi=PNG_DPI, bbox_inches="tight", pad_inches=0.03,
                         metadata=_NO_DATES[kind])
-        written.append(path.with_suffix(f".{kind}"))
+        written.append(path if kind == "png" else path.with_suffix(f".{kind}"))
         atomic_write_bytes(written[-1], buffer.getvalue())
     plt.close(fig)
     return written
