@@ -97,8 +97,8 @@ def _not_measured(ax: plt.Axes, what: str) -> None:
 def flagged_markers(ax: plt.Axes, series: StaircaseSeries, measures: list[tuple[str, str]]) -> None:
     """Hollow markers at the flagged states (:attr:`StaircaseSeries.flagged`) of each (measure, colour),
     with one legend entry saying whether they are in the curve."""
-    label = ("flagged (embedding equals another state's or main's): in the curve" if series.keep_flagged
-             else "flagged (embedding equals another state's or main's): left out of the curve")
+    # Short, so that the legend fits a panel a column wide; the figure's title says why each is flagged.
+    label = "flagged: in the curve" if series.keep_flagged else "flagged: left out of the curve"
     for measure, colour in measures:
         at, values = series.flagged_points(measure)
         if at.size:
@@ -197,7 +197,7 @@ def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.set_yticks(range(len(layers)), layers)
     layer, state = np.nonzero(np.abs(grid) > null)
     ax.scatter(state, layer, marker="*", s=14, color="black", label="|r| above the permutation null")
-    label = "flagged (embedding equals another state's or main's)"
+    label = "flagged (hatched)"
     for column in np.flatnonzero([name in series.flagged for name in series.names]):  # every column is drawn
         ax.add_patch(Rectangle((column - 0.5, -0.5), 1, len(layers), fill=False, hatch="///", edgecolor="0.35",
                                linewidth=0.8, label=label))
