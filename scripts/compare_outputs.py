@@ -84,12 +84,17 @@ BEFORE_UNIFIED_DEFAULTS = {
 
 #: summary.json keys that hold wall-clock time or machine facts rather than measurements.
 TIMING_KEYS = ("seconds", "wall", "elapsed", "duration", "peak_memory", "numerics", "device")
+#: summary.json and analysis.json keys that say how the output was drawn (``--figure-format``), not
+#: what it measured: an output drawn in another format holds the same numbers.
+PRESENTATION_KEYS = ("figure_format",)
 
 
 def _without_timings(value):
-    """``value`` (parsed JSON) with every key naming a timing dropped, recursively."""
+    """``value`` (parsed JSON) with every key naming a timing, and every presentation key, dropped,
+    recursively."""
     if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items() if not any(t in k for t in TIMING_KEYS)}
+        return {k: _without_timings(v) for k, v in value.items()
+                if not any(t in k for t in TIMING_KEYS) and k not in PRESENTATION_KEYS}
     if isinstance(value, list):
         return [_without_timings(v) for v in value]
     return value

@@ -84,7 +84,8 @@ def test_summary_comes_from_the_run_files(small):
 def test_report_and_figures(small):
     html = (small / "report.html").read_text()
     figures = sorted(p.name for p in (small / "figures").iterdir())
-    assert figures == ["accuracy.png", "curves.png", "effective_rank.png"]
+    assert figures == sorted(f"{name}.{kind}" for name in ("accuracy", "curves", "effective_rank")
+                             for kind in ("png", "svg"))
     assert html.count('src="data:image/png;base64,') == 3
     assert "learned iff K ≥ L" in html and "L = 4, K = 6" in html
     before = (small / "summary.json").read_bytes()

@@ -14,6 +14,7 @@ import pytest
 import torch
 import transformers
 from family_models import family_model
+from figure_checks import assert_no_empty_axes, saved_figures
 from model_helpers import save_llama, save_model
 
 from ctxstair import rundir
@@ -90,7 +91,8 @@ def test_cli_prints_a_line_per_checkpoint_and_writes_each_as_it_finishes(tmp_pat
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
         "step_00000001.json", "step_00000001.npz", "step_00000010.json", "step_00000010.npz"]
     assert rundir.directory_kind(out) == rundir.SERIES
-    assert (out / "analysis.png").stat().st_size > 0
+    assert (out / "analysis.png").stat().st_size > 0 and (out / "analysis.svg").stat().st_size > 0
+    assert summary["figure_format"] == "svg"
     assert main(args) == 2  # an existing --out is refused before any work
     assert "already exists" in capsys.readouterr().err
 
@@ -297,6 +299,30 @@ def test_cli_prints_and_writes_the_path_measures_and_no_paths_skips_them(tmp_pat
     assert "attention" not in out and "path shares" not in out
     summary = json.loads((tmp_path / "plain" / "analysis.json").read_text())
     assert summary["setup"]["sample"] == [] and not any("path" in name for name in summary["checkpoints"][0])
+
+
+def test_a_series_figure_has_no_empty_panel_in_every_format(tmp_path, tokenizer, corpus_file, capsys):
+    for step, seed in ((10, 1), (20, 2)):
+        save_llama(tmp_path / "llama" / f"checkpoint-{step}", tokenizer, seed=seed)
+    out = tmp_path / "out"
+    with saved_figures() as figures:
+        assert main(["analyze-model", str(tmp_path / "llama"), "--corpus", str(corpus_file), "--k", "20", "--window",
+                     "16", "--windows", "4", "--path-windows", "2", "--probe-steps", "20", "--out", str(out),
+                     "--figure-format", "pdf"]) == 0
+    assert f"and {out / 'analysis.pdf'}" in capsys.readouterr().out
+    # pairs, ρ_next, probe; the attention heatmap (with its colour bar) and the path shares: no sixth panel
+    (figure,) = figures
+    assert len(figure.axes) == 6 and [ax.get_title() != "" for ax in figure.axes].count(True) == 5
+    assert_no_empty_axes(figures)
+    assert (out / "analysis.pdf").read_bytes().startswith(b"%PDF") and not (out / "analysis.svg").exists()
+    assert json.loads((out / "analysis.json").read_text())["figure_format"] == "pdf"
+    for figure_format, files in (("svg", ["analysis.png", "analysis.svg"]), ("png", ["analysis.png"])):
+        assert main(["report", str(out), "--figure-format", figure_format]) == 0
+        assert sorted(p.name for p in out.glob("analysis.*") if p.suffix != ".json") == files
+        assert json.loads((out / "analysis.json").read_text())["figure_format"] == figure_format
+    with pytest.raises(SystemExit) as refused:
+        main(["report", str(out), "--figure-format", "eps"])
+    assert refused.value.code == 2 and "invalid choice: 'eps'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("options, message", [

@@ -11,14 +11,15 @@ compare_outputs = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(compare_outputs)
 
 
-def test_kept_files_are_the_numbers_without_timings(tmp_path):
+def test_kept_files_are_the_numbers_without_timings_or_the_figure_format(tmp_path):
     (tmp_path / "part").mkdir()
     (tmp_path / "part" / "alignment.csv").write_text("member,epoch\n0,1\n")
     (tmp_path / "metrics.jsonl").write_text('{"epoch": 0}\n')
     (tmp_path / "report.html").write_text("<html/>")
     (tmp_path / "resources.json").write_text('{"seconds": 1.0}')
     (tmp_path / "summary.json").write_text(json.dumps({"key_numbers": [{"name": "r", "measured": "0.9"}],
-                                                       "train_seconds": 3.2, "runs": [{"wall": 1, "k": 2}]}))
+                                                       "train_seconds": 3.2, "runs": [{"wall": 1, "k": 2}],
+                                                       "figure_format": "pdf"}))
     kept = compare_outputs._kept_files(tmp_path)
     assert sorted(kept) == ["metrics.jsonl", "part/alignment.csv", "summary.json"]
     assert json.loads(kept["summary.json"]) == {"key_numbers": [{"name": "r", "measured": "0.9"}], "runs": [{"k": 2}]}

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from figure_checks import assert_no_empty_axes, saved_figures
 from recipe_helpers import run_contents as files
 
 from ctxstair import rundir
@@ -96,8 +97,24 @@ def test_lm_staircase_pipeline_through_the_cli(tmp_path, capsys):
     assert measure_series(table, "rho_next")[0].tolist() == rundir.snapshot_times(out)
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["rho_next"]) == len(rundir.snapshot_times(out))
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["attention_path.png", "path_shares.png",
-                                                                   "probe.png", "rho_next.png"]
+    # Every figure as PNG and, by default, as SVG beside it; the format is recorded in summary.json.
+    names = ["attention_path", "path_shares", "probe", "rho_next"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(f"{n}.{kind}" for n in names
+                                                                         for kind in ("png", "svg"))
+    assert summary["figure_format"] == "svg"
+    assert all((out / "figures" / f"{n}.svg").read_bytes().startswith(b"<?xml") for n in names)
+    with saved_figures() as figures:  # redrawn from the files: the same bytes, and no empty panel
+        before = {p.name: p.read_bytes() for p in (out / "figures").iterdir()}
+        assert main(["report", str(out)]) == 0
+    assert {p.name: p.read_bytes() for p in (out / "figures").iterdir()} == before
+    assert len(figures) == len(names)
+    assert_no_empty_axes(figures)
+    # Another format replaces the vector copies, and the record follows.
+    assert main(["report", str(out), "--figure-format", "pdf"]) == 0
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(f"{n}.{kind}" for n in names
+                                                                         for kind in ("pdf", "png"))
+    assert json.loads((out / "summary.json").read_text())["figure_format"] == "pdf"
+    assert "(vector: <a href=\"figures/rho_next.pdf\">PDF</a>)" in (out / "report.html").read_text()
 
 
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
@@ -114,4 +131,4 @@ def test_training_without_analysis_still_reports(tmp_path):
     assert main(["lm", "train", "--no-analysis", "--out", str(out),
                  *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), [])]) == 0
     assert not (out / "lm_analysis.csv").exists() and (out / "report.html").is_file()
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["loss.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["loss.png", "loss.svg"]

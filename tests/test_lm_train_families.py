@@ -62,8 +62,8 @@ def test_a_model_of_the_family_trains_is_analysed_with_every_measure_and_reporte
         shares = table["value"][(table["measure"] == "path_share") & (table["step"] == step)]
         assert shares.sum() == pytest.approx(1.0)
     assert (out / "report.html").is_file() and (out / "summary.json").is_file()
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["attention_path.png", "path_shares.png",
-                                                                   "probe.png", "rho_next.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(
+        f"{name}.{kind}" for name in ("attention_path", "path_shares", "probe", "rho_next") for kind in ("png", "svg"))
 
 
 def test_a_head_size_the_family_cannot_take_exits_2_in_one_line_and_writes_nothing(tmp_path, capsys):

@@ -6,6 +6,7 @@ import pkgutil
 
 import numpy as np
 import pytest
+from figure_checks import assert_no_empty_axes, saved_figures
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 import ctxstair.recipes as recipes_package
@@ -75,8 +76,10 @@ def test_staircase_add_small(runs):
     assert load_yaml((out / "config.yaml").read_text()).task.params == {"N": 20}
 
     check_report(out, [f"{m['peak']:.3f}", f"{m['end']:.3f}", f"{m['probe_end']:.3f}"])
-    assert {p.name for p in (out / "figures").iterdir()} == {"staircase.png", "fourier.png", "geometry.png", "pca.png",
-                                                            "order_shares.png"}
+    # every figure as PNG and, by default, as SVG beside it (the format kept in summary.json)
+    assert {p.name for p in (out / "figures").iterdir()} == {f"{name}.{kind}" for kind in ("png", "svg") for name in (
+        "staircase", "fourier", "geometry", "pca", "order_shares")}
+    assert summary(out)["figure_format"] == "svg"
     # the staircase in gradient space (theory.csv): order 0's term leads early, order 1's late
     shares = {k["name"].split(" at epoch")[-1]: k for k in summary(out)["key_numbers"]
               if k["name"].startswith("cosine")}
@@ -89,11 +92,14 @@ def test_report_is_rebuilt_byte_identical(runs, tmp_path):
     out = runs("staircase-add")
     before = {p.name: p.read_bytes() for p in [out / "report.html", out / "summary.json", *(out / "figures").iterdir()]}
     (out / "report.html").unlink()
-    write_recipe_report(out)
+    with saved_figures() as figures:
+        write_recipe_report(out)
     assert (out / "report.html").read_bytes() == before["report.html"]
+    assert len(figures) == 5
+    assert_no_empty_axes(figures)
     assert main(["report", str(out)]) == 0
     after = {p.name: p.read_bytes() for p in [out / "report.html", out / "summary.json", *(out / "figures").iterdir()]}
-    assert after == before
+    assert after == before  # the SVG files too: no date, fixed ids
 
 
 # ---------------------------------------------------------------- staircase-mod (F3)

@@ -156,7 +156,7 @@ def test_geometry_titles_give_epoch_and_order0_pearson(run):
     assert len(titles) == 4
     assert "epoch 3" in titles[0] and f"{values[SNAPSHOTS.index(3)]:.3f}" in titles[0]
     assert "epoch 300" in titles[1] and f"{values[SNAPSHOTS.index(300)]:.3f}" in titles[1]
-    assert "S^{sig,(0)}" in titles[2] and "c_{5}" in titles[3]
+    assert "S^{\\mathrm{sig},(0)}" in titles[2] and "c_{5}" in titles[3]
     with pytest.raises(InputError, match="snapshot"):
         run_figures.geometry_figure(run, [4])
 
@@ -222,3 +222,42 @@ def test_a_staircase_series_prints_as_one_line_with_its_headline():
 ])
 def test_typeset_writes_scripts_as_html_and_escapes_the_rest(plain, html):
     assert typeset(plain) == html
+
+
+def test_save_figure_writes_the_png_and_its_vector_copy_byte_identically(run, tmp_path):
+    import matplotlib
+
+    from ctxstair.cli.options import DEFAULT_FIGURE_FORMAT as CLI_DEFAULT
+    from ctxstair.cli.options import FIGURE_FORMATS as CLI_FORMATS
+    from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, FIGURE_FORMATS
+
+    assert (CLI_FORMATS, CLI_DEFAULT) == (FIGURE_FORMATS, DEFAULT_FIGURE_FORMAT)  # the help loads no matplotlib
+    settings = dict(matplotlib.rcParams)
+    path = tmp_path / "figures" / "staircase.png"
+    drawn = {}
+    for kind, magic in (("svg", b"<?xml"), ("pdf", b"%PDF")):
+        for _ in range(2):
+            written = save_figure(run_figures.staircase_figure(run), path, kind)
+            assert written == [path, path.with_suffix(f".{kind}")]
+            files = {p.name: p.read_bytes() for p in written}
+            assert drawn.setdefault(kind, files) == files  # no date, fixed ids: the same bytes each time
+        assert files[f"staircase.{kind}"].startswith(magic) and files["staircase.png"].startswith(b"\x89PNG")
+        assert sorted(p.name for p in path.parent.iterdir()) == sorted(["staircase.png", f"staircase.{kind}"])
+    assert drawn["svg"]["staircase.png"] == drawn["pdf"]["staircase.png"]
+    assert b"<dc:date>" not in drawn["svg"]["staircase.svg"] and b"/CreationDate" not in drawn["pdf"]["staircase.pdf"]
+    assert save_figure(run_figures.curves_figure(run), path, "png") == [path]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["staircase.png"]
+    with pytest.raises(InputError, match="unknown figure format 'eps': use one of png, svg, pdf"):
+        save_figure(run_figures.curves_figure(run), path, "eps")
+    assert dict(matplotlib.rcParams) == settings  # the figures drew in the house style, and it was put back
+
+
+def test_report_links_the_vector_copy_of_each_figure(run, tmp_path):
+    for name in ("staircase", "curves"):
+        save_figure(getattr(run_figures, f"{name}_figure")(run), run / "figures" / f"{name}.png",
+                    "pdf" if name == "curves" else "png")
+    write_report(run, title="t", summary_paragraph="p", key_numbers=[],
+                 figures=[("a", "figures/staircase.png"), ("b", "figures/curves.png")])
+    text = (run / "report.html").read_text()
+    assert '<b>Figure 2.</b> b (vector: <a href="figures/curves.pdf">PDF</a>)' in text
+    assert "<b>Figure 1.</b> a</figcaption>" in text

@@ -284,8 +284,10 @@ def test_semantics_command_writes_json_report_and_figures(tmp_path, capsys, synt
     assert saved["groups"]["weekdays"]["ci"] is not None and saved["bootstrap"]["replicates"] == 20
     assert saved["embeddings"]["checkpoint"] == "step_00000010" and saved["embeddings"]["step"] == 10
     assert saved["embeddings"]["groups"]["numbers"]["value"] == pytest.approx(1.0)
-    for figure in ["semantics.png", "semantics-scores.png", "semantics-embeddings.png"]:
-        assert (out / "figures" / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for figure in ["semantics", "semantics-scores", "semantics-embeddings"]:  # PNG, and SVG beside it by default
+        assert (out / "figures" / f"{figure}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / "figures" / f"{figure}.svg").read_bytes().startswith(b"<?xml")
+    assert saved["figure_format"] == "svg"
     assert "## Structures" in (out / "report.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "sem"]
     assert main(["semantics", "synthetic", "--out", str(out)]) == 2  # kept unless --force

@@ -146,7 +146,7 @@ def test_duplicated_branches_are_flagged_recorded_and_left_out_of_the_curve(fake
     assert rho[0] == rho[1] and rho[2] == rho[3]  # the duplicates measure as what they serve
     figure = analysis_figure(out)
     labels = figure.axes[1].get_legend_handles_labels()[1]
-    assert "flagged (embedding equals another state's or main's): left out of the curve" in labels
+    assert "flagged: left out of the curve" in labels  # why: in the title
     assert "step1" in figure.get_suptitle() and "step4" in figure.get_suptitle()
     # --keep-flagged keeps them in, and says so; the checkpoints are read back, not measured again.
     assert cli(*args, "--out", str(tmp_path / "kept"), "--keep-flagged") == 0
@@ -254,4 +254,4 @@ def test_the_attention_heatmap_hatches_the_flagged_columns(fake_hub, tokenizer, 
     (heatmap,) = [ax for ax in figure.axes if ax.get_title().startswith("attention-path correlation by layer")]
     hatched = [patch for patch in heatmap.patches if patch.get_hatch()]
     assert [patch.get_x() + 0.5 for patch in hatched] == [1]  # step1's column alone
-    assert "flagged (embedding equals another state's or main's)" in heatmap.get_legend_handles_labels()[1]
+    assert "flagged (hatched)" in heatmap.get_legend_handles_labels()[1]

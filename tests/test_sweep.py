@@ -144,7 +144,7 @@ def test_no_analysis_sweep_has_training_numbers_only(tmp_path):
     assert all(r["order0_max"] == "" and r["takeover_epoch"] == "" and r["loss_end"] for r in rows)
     # gradient descent at lr 2 gets further than at lr 0.5 in the same number of epochs
     assert float(rows[1]["loss_end"]) < float(rows[0]["loss_end"])
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["phase_training.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["phase_training.png", "phase_training.svg"]
     assert not list(out.glob("cells/*/snapshots"))
 
 
@@ -202,8 +202,9 @@ def test_lm_sweep_cells_are_lm_runs_with_rho_next_numbers(tmp_path):
     out = run_sweep("lm-staircase", tmp_path / "sweep", {"train.lr": [0.003, 0.03]}, LM_SMALL, workers=2)
     rows = read_csv(out / "sweep.csv")
     assert [r["train.lr"] for r in rows] == ["0.003", "0.03"]
-    assert sorted(p.name for p in (out / "figures").iterdir()) == [
-        "phase_peak_step.png", "phase_rho_next.png", "phase_training.png", "rho_next_curves.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(
+        f"{name}.{kind}" for name in ("phase_peak_step", "phase_rho_next", "phase_training", "rho_next_curves")
+        for kind in ("png", "svg"))
     for row in rows:
         cell = out / "cells" / row["cell"]
         series = sorted((int(r["step"]), float(r["value"])) for r in read_csv(cell / "lm_analysis.csv")

@@ -9,6 +9,7 @@ partial output behind.
     ctxstair sweep staircase-add --grid model.init.gamma=0.5,1,1.5 --seeds 4 [--backend ray]
                                                            # sweep.csv, phase diagrams
     ctxstair report runs/staircase-add                     # rebuild figures and report.html from the files
+    ctxstair report runs/staircase-add --figure-format pdf # figures as PNG and PDF (default PNG and SVG)
     ctxstair report runs/trainer                           # a Trainer output measured by ctxstair.monitor
     ctxstair verify runs/staircase-add                     # every snapshot and checkpoint against its SHA-256
     ctxstair lm train --out runs/lm --set corpus.source=shakespeare  # a decoder LM from γ-init, analysed (F7)
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import ctxstair
 from ctxstair import numerics, rundir, tasks
-from ctxstair.cli.options import add_training_options
+from ctxstair.cli.options import add_figure_format_option, add_training_options
 from ctxstair.config import parse_overrides
 from ctxstair.devices import with_device
 from ctxstair.errors import InputError, RunFailed
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sig.add_argument("--out", type=Path, default=None, help="output directory (default runs/<task>-signatures)")
     sig.add_argument("--force", action="store_true", help="replace an existing output directory")
     sig.add_argument("--max-gib", type=float, default=2.0, help="memory budget per dense signature, GiB")
+    add_figure_format_option(sig)
     numerics.add_reproducible_option(sig)
 
     commands.add_parser("recipes", help="list the experiments: paper figure, expected observation, CPU time")
@@ -86,11 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, default=None, help="ensemble members with seeds seed..seed+K-1")
     run.add_argument("--no-analysis", action="store_true",
                      help="train only: no snapshot files, alignment analysis or report")
+    add_figure_format_option(run)
     add_training_options(run)
 
     report = commands.add_parser("report", help="rebuild summary, figures and report.html of a run directory "
                                  "(or of a Trainer output measured by ctxstair.monitor)")
     report.add_argument("run_dir", type=Path)
+    add_figure_format_option(report)
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(commands)
     return parser
@@ -119,7 +123,7 @@ def cmd_signatures(args: argparse.Namespace) -> None:
         info = dict(task=dataset.name, params=dataset.params, n_samples=dataset.n_samples,
                     seq_len=dataset.seq_len, vocab_size=dataset.vocab_size, orders=list(range(args.order + 1)))
         atomic_write_text(staging / "task.json", json.dumps(info, indent=2, default=list) + "\n")
-        write_signature_figures(sigs, dataset.name, staging / "figures")
+        write_signature_figures(sigs, dataset.name, staging / "figures", args.figure_format)
     print(f"wrote signatures of orders 0..{args.order} for task '{dataset.name}' to {out}")
 
 
@@ -138,7 +142,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
     out = args.out or Path("runs") / args.recipe
     run_recipe(args.recipe, out, with_device(parse_overrides(args.overrides), args.device), seeds=args.seeds,
-               resume=args.resume, force=args.force, analysis=not args.no_analysis)
+               resume=args.resume, force=args.force, analysis=not args.no_analysis, figure_format=args.figure_format)
     print((f"trained: {out}" if args.no_analysis else f"report: {out / 'report.html'}")
           + f" (peak memory {rundir.peak_rss_mib():.0f} MiB)")
     if not args.no_analysis:
@@ -154,16 +158,16 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     kind = rundir.directory_kind(args.run_dir)
     if kind == rundir.SWEEP:
-        write_sweep_report(args.run_dir)
+        write_sweep_report(args.run_dir, args.figure_format)
     elif kind == rundir.TRAINER:
-        write_trainer_report(args.run_dir)
+        write_trainer_report(args.run_dir, args.figure_format)
     elif kind == rundir.SERIES:
         from ctxstair.report.lm_figures import write_analysis_figure
 
-        print(f"figure: {write_analysis_figure(args.run_dir)}")
+        print(f"figure: {', '.join(map(str, write_analysis_figure(args.run_dir, args.figure_format)))}")
         return
     else:
-        write_recipe_report(args.run_dir)
+        write_recipe_report(args.run_dir, args.figure_format)
     print(f"report: {args.run_dir / 'report.html'}")
 
 

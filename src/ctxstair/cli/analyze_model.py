@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from ctxstair import numerics
+from ctxstair.cli.options import add_figure_format_option
 
 #: The defaults of the measurement, repeated here for the help so that ``ctxstair --help`` loads no
 #: torch; a test checks they are :class:`ctxstair.lm.staircase.StaircaseSettings`'s.
@@ -88,12 +89,13 @@ def register(commands) -> None:
                              "one's or to main's (flagged; by default left out, drawn as hollow markers)")
     parser.add_argument("--out", type=Path, default=None,
                         help="write series.json, one result per checkpoint in checkpoints/ (each as it finishes), "
-                             "then analysis.json, similarity.npz and analysis.png here")
+                             "then analysis.json, similarity.npz and analysis.png (with its --figure-format copy) here")
     parser.add_argument("--resume", action="store_true",
                         help="continue the analysis in --out (same model, corpus and settings); finished "
                              "checkpoints are read back, not measured again")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing --out directory (once the new analysis is complete)")
+    add_figure_format_option(parser)
     numerics.add_reproducible_option(parser)
     parser.set_defaults(handler=analyze_model_command)
 
@@ -101,6 +103,8 @@ def register(commands) -> None:
 def analyze_model_command(args: argparse.Namespace) -> None:
     """Analyse every checkpoint (:func:`ctxstair.lm.analyze.analyze_model`), print one line each; with
     ``--out`` write each checkpoint as it finishes, then the result and its figure."""
+    from functools import partial
+
     from ctxstair.errors import InputError
     from ctxstair.lm.analyze import RESULT_FILE, analyze_model
     from ctxstair.lm.checkpoints.hub import hub_id
@@ -133,14 +137,17 @@ def analyze_model_command(args: argparse.Namespace) -> None:
                            revisions=args.revisions, out=args.out, resume=args.resume, force=args.force,
                            keep_flagged=args.keep_flagged, evict_measured=args.evict_measured,
                            on_start=lambda source, setup: _print_header(args, setup, source), on_row=finished,
-                           progress=print if hub_id(args.model) is not None else None, finish=write_analysis_figure,
+                           progress=print if hub_id(args.model) is not None else None,
+                           finish=partial(write_analysis_figure, figure_format=args.figure_format),
                            **settings)
     if result["paths_skipped"] is not None:
         print(f"attention paths and path shares not measured: {result['paths_skipped']}")
     for line in _check_lines(result["checks"]):
         print(line)
     if args.out is not None:
-        print(f"wrote {args.out / RESULT_FILE} and {args.out / 'analysis.png'}")
+        figures = " and ".join(
+            str(args.out / f"analysis.{kind}") for kind in dict.fromkeys(("png", args.figure_format)))
+        print(f"wrote {args.out / RESULT_FILE} and {figures}")
 
 
 def _print_header(args: argparse.Namespace, setup, source) -> None:

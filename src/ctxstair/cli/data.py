@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from ctxstair import numerics
+from ctxstair.cli.options import add_figure_format_option
 from ctxstair.errors import InputError
 
 
@@ -47,6 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                                 "directory, a Hugging Face directory, a .gguf file or a fetched model (smollm2)")
     semantics.add_argument("--out", type=Path, default=None, help="output directory (default runs/semantics-<corpus>)")
     semantics.add_argument("--force", action="store_true", help="replace an existing output directory")
+    add_figure_format_option(semantics)
     numerics.add_reproducible_option(semantics)
     semantics.set_defaults(handler=cmd_semantics)
 
@@ -88,9 +90,6 @@ def cmd_semantics(args: argparse.Namespace) -> None:
     )
     from ctxstair.lm.tokenizer import TextTokenizer
     from ctxstair.lm.windows import build_tokenizer
-    from ctxstair.report.figures import save_figure
-    from ctxstair.report.semantics_figures import scores_figure, semantics_figure
-
     for option, value, smallest in [("--permutations", args.permutations, 0), ("--bootstrap", args.bootstrap, 0),
                                     ("--block-tokens", args.block_tokens, 1), ("--seed", args.seed, 0)]:
         if value < smallest:
@@ -129,26 +128,37 @@ def cmd_semantics(args: argparse.Namespace) -> None:
         tokens = ("GPT-2 tokens" if args.tokenizer == "gpt2"
                   else f"{Path(args.tokenizer).name}, {tokenizer.vocab_size} tokens")
     out = args.out or Path("runs") / f"semantics-{name}"
-    figures = ["semantics.png", "semantics-scores.png"] + (["semantics-embeddings.png"] if embeddings else [])
     with fresh_output_dir(out, force=args.force) as staging:
         info = dict(corpus=args.corpus or str(args.stats), tokenizer=args.tokenizer, tokenizer_description=tokens,
-                    **result)
+                    **result, figure_format=args.figure_format)
         if embeddings is not None:
             info.update(model=args.model, embeddings=embeddings)
         atomic_write_text(staging / "semantics.json", json.dumps(info, indent=2) + "\n")
         atomic_write_text(staging / "report.md", report_markdown(info, embeddings))
-        save_figure(semantics_figure(result, f"next-token signatures of word groups: {name} ({tokens})"),
-                    staging / "figures" / "semantics.png")
-        save_figure(scores_figure(result, f"word-group structure against chance: {name}\n({tokens})"
-                                  + (f" and {args.model} embeddings" if embeddings else ""), embeddings),
-                    staging / "figures" / "semantics-scores.png")
-        if embeddings is not None:
-            save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {args.model} "
-                                         f"({checkpoint.name}, {embeddings['dim']} dimensions)"),
-                        staging / "figures" / "semantics-embeddings.png")
+        written = _semantics_figures(staging / "figures", args, result, embeddings, f"{name} ({tokens})",
+                                     checkpoint)
     print("\n".join(summary_lines(result, embeddings)))
     print(f"wrote {out / 'semantics.json'}, {out / 'report.md'} and "
-          f"{', '.join(str(out / 'figures' / f) for f in figures)}")
+          f"{', '.join(str(out / 'figures' / path.name) for path in written)}")
+
+
+def _semantics_figures(folder: Path, args: argparse.Namespace, result: dict, embeddings: dict | None, corpus: str,
+                       checkpoint) -> list[Path]:
+    """Draw the word groups' signatures, their scores against chance and, with a model, its embeddings
+    into ``folder`` (PNG and the ``--figure-format`` copy); return the files written."""
+    from ctxstair.report.figures import save_figure
+    from ctxstair.report.semantics_figures import scores_figure, semantics_figure
+
+    written = save_figure(semantics_figure(result, f"next-token signatures of word groups: {corpus}"),
+                          folder / "semantics.png", args.figure_format)
+    written += save_figure(scores_figure(result, f"word-group structure against chance: {corpus}"
+                                         + (f" and {args.model} embeddings" if embeddings else ""), embeddings),
+                           folder / "semantics-scores.png", args.figure_format)
+    if embeddings is not None:
+        written += save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {args.model} "
+                                                f"({checkpoint.name}, {embeddings['dim']} dimensions)"),
+                               folder / "semantics-embeddings.png", args.figure_format)
+    return written
 
 
 def _last_checkpoint(name: str):

@@ -13,7 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ctxstair.cli.options import add_training_options
+from ctxstair.cli.options import add_figure_format_option, add_training_options
 from ctxstair.config import apply_overrides, parse_overrides
 from ctxstair.devices import with_device
 
@@ -27,6 +27,7 @@ def register(commands) -> None:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="dotted LMConfig override, repeatable (e.g. --set corpus.source=shakespeare)")
     train.add_argument("--no-analysis", action="store_true", help="train only (analysis.enabled=false)")
+    add_figure_format_option(train)
     add_training_options(train)
     train.set_defaults(handler=train_command)
 
@@ -45,6 +46,7 @@ def train_command(args: argparse.Namespace) -> None:
         # A data-parallel helper: it trains alongside rank 0; analysis and report are rank 0's alone.
         train_lm(apply_overrides(LMConfig(), overrides), args.out, resume=args.resume, force=args.force)
         return
-    run_recipe("lm-staircase", args.out, overrides, resume=args.resume, force=args.force)
+    run_recipe("lm-staircase", args.out, overrides, resume=args.resume, force=args.force,
+               figure_format=args.figure_format)
     print(f"report: {args.out / 'report.html'}")
     explore_run(args.out)

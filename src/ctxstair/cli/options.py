@@ -1,5 +1,5 @@
 """Options shared by the commands that train: the device, reproducible mode, and ``--resume`` or
-``--force`` for an existing output directory."""
+``--force`` for an existing output directory; and by the commands that draw: ``--figure-format``."""
 
 from __future__ import annotations
 
@@ -20,3 +20,15 @@ def add_training_options(parser: argparse.ArgumentParser, resume_help: str = RES
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true", help=resume_help)
     mode.add_argument("--force", action="store_true", help=f"replace an existing {directory} directory")
+
+
+#: :data:`ctxstair.report.figures.FIGURE_FORMATS` and its default, repeated here so that registering
+#: the commands loads no matplotlib; a test checks they are the same.
+FIGURE_FORMATS, DEFAULT_FIGURE_FORMAT = ("png", "svg", "pdf"), "svg"
+
+
+def add_figure_format_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--figure-format``: the vector copy written beside every figure's PNG (docs/design.md, "Figures")."""
+    parser.add_argument("--figure-format", choices=FIGURE_FORMATS, default=DEFAULT_FIGURE_FORMAT,
+                        help="svg or pdf: each figure as PNG (shown in report.html) and as a vector file of this "
+                             "format beside it, for a paper; png: the PNG alone (default %(default)s)")

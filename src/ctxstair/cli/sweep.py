@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ctxstair.cli.options import add_training_options
+from ctxstair.cli.options import add_figure_format_option, add_training_options
 from ctxstair.config import parse_overrides
 from ctxstair.devices import with_device
 
@@ -36,6 +36,7 @@ def register(commands) -> None:
     sweep.add_argument("--no-analysis", action="store_true",
                        help="train only: the table gets loss and accuracy, no alignment")
     sweep.add_argument("--out", type=Path, default=None, help="sweep directory (default runs/<recipe>-sweep)")
+    add_figure_format_option(sweep)
     add_training_options(sweep, "run the cells that are missing (same sweep); start the sweep if it does not exist yet",
                          "sweep")
     sweep.set_defaults(handler=cmd_sweep)
@@ -48,5 +49,5 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     out = args.out or Path("runs") / f"{args.recipe}-sweep"
     run_sweep(args.recipe, out, parse_grid(args.grid), with_device(parse_overrides(args.overrides), args.device),
               seeds=args.seeds, backend=args.backend, workers=args.workers, ray_address=args.ray_address,
-              analysis=not args.no_analysis, resume=args.resume, force=args.force)
+              analysis=not args.no_analysis, resume=args.resume, force=args.force, figure_format=args.figure_format)
     print(f"table: {out / 'sweep.csv'}\nreport: {out / 'report.html'}")

@@ -35,7 +35,7 @@ from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.io import claim_output, fresh_output_dir
-from ctxstair.report.figures import save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, save_figure
 from ctxstair.report.html import write_report
 from ctxstair.train import train_run
 
@@ -121,7 +121,7 @@ class Recipe:
                        self.member_rows(numbers))
 
     def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
-            progress: bool | None, analysis: bool) -> Path:
+            progress: bool | None, analysis: bool, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
         """Run the recipe into ``out`` and report it (:func:`run_recipe`); return ``out``."""
         raise NotImplementedError
 
@@ -161,7 +161,7 @@ class TrainedRecipe(Recipe):
         return configs
 
     def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
-            progress: bool | None, analysis: bool) -> Path:
+            progress: bool | None, analysis: bool, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
         """Train every part, analyse it and report; ``analysis=False`` only trains (:func:`run_recipe`)."""
         name = self.name
         if not analysis:
@@ -174,11 +174,11 @@ class TrainedRecipe(Recipe):
             cfg.validate()
             resolve_device(cfg.train.device)
         if list(configs) == [""]:  # one run: its directory is the output (Run.open claims it)
-            with _failure_reported(out, name):
+            with _failure_reported(out, name, figure_format):
                 train_run(configs[""], out, resume=resume, force=force, progress=progress)
             if configs[""].analysis.enabled:
                 analyse(out, self.analyses, resume)
-            return write_recipe_report(out) if analysis else out
+            return write_recipe_report(out, figure_format) if analysis else out
         # Several runs: the recipe directory with its recipe.json is the output, replaced (with
         # force) only once every part is trained and analysed.
         record = {"recipe": name, "parts": list(configs)}
@@ -187,7 +187,7 @@ class TrainedRecipe(Recipe):
                               same=lambda folder: _same_recipe(folder, record))
         try:
             for part, cfg in configs.items():
-                with _failure_reported(output.path / part, name):
+                with _failure_reported(output.path / part, name, figure_format):
                     train_run(cfg, output.path / part, resume=resume, progress=progress)
                 if cfg.analysis.enabled:
                     analyse(output.path / part, self.analyses, resume)
@@ -195,7 +195,7 @@ class TrainedRecipe(Recipe):
             output.commit()  # a diverged part finishes the recipe: its record is what the user looks at
             raise
         output.commit()
-        return write_recipe_report(out) if analysis else out
+        return write_recipe_report(out, figure_format) if analysis else out
 
     def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[RunConfig]:
         """Every part's checked config; without analysis with :data:`NO_ANALYSIS` applied, as the run does."""
@@ -219,7 +219,7 @@ class ComputedRecipe(Recipe):
     sweepable: ClassVar[bool] = False
 
     def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
-            progress: bool | None, analysis: bool) -> Path:
+            progress: bool | None, analysis: bool, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
         """Compute, write ``recipe.json`` and the report in a staging directory that becomes ``out``
         only when complete."""
         if not analysis:
@@ -231,7 +231,7 @@ class ComputedRecipe(Recipe):
         with fresh_output_dir(out, force=force) as staging:
             self.compute(staging, params)
             rundir.write_json(staging, "recipe.json", {"recipe": self.name, "parts": [], "params": params})
-            write_recipe_report(staging)
+            write_recipe_report(staging, figure_format)
         return out
 
 
@@ -248,17 +248,17 @@ class TrainerRecipe(Recipe):
     analyses: tuple[str, ...]
 
     def run(self, out: Path, overrides: dict[str, Any], *, seeds: int | None, resume: bool, force: bool,
-            progress: bool | None, analysis: bool) -> Path:
+            progress: bool | None, analysis: bool, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
         """Train the one model, analyse it and report."""
         if not analysis:
             raise _no_engine_runs(self.name, " (use `ctxstair lm train --no-analysis`)")
         if seeds is not None:
             raise InputError(f"recipe {self.name!r} trains one model: --seeds is not available")
-        with _failure_reported(out, self.name):
+        with _failure_reported(out, self.name, figure_format):
             cfg = self.trainer(out, overrides, resume, force)
         if cfg.analysis.enabled:
             analyse(out, self.analyses, resume)
-        return write_recipe_report(out)
+        return write_recipe_report(out, figure_format)
 
     def cell_configs(self, overrides: dict[str, Any], seeds: int | None, analysis: bool) -> list[Any]:
         """The one model's checked config; ``--seeds`` is refused (a sweep sweeps ``train.seed``)."""
@@ -304,42 +304,47 @@ NO_ANALYSIS = {"analysis.enabled": False, "snapshots.save": False}
 
 def run_recipe(name: str, out: str | Path, overrides: dict[str, Any] | None = None, *, seeds: int | None = None,
                resume: bool = False, force: bool = False, progress: bool | None = None,
-               analysis: bool = True) -> Path:
+               analysis: bool = True, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
     """Train, analyse and report recipe ``name`` into ``out``; return ``out``.
 
     ``analysis=False`` (``ctxstair run --no-analysis``) only trains: it applies
     :data:`NO_ANALYSIS` over ``overrides`` and writes no summary, figures or report, so each run
     directory holds config.yaml, members.csv, metrics.jsonl and signatures.npz. InputError for a
-    recipe that trains no engine run (a computation, or a language model with its own trainer)."""
+    recipe that trains no engine run (a computation, or a language model with its own trainer).
+    ``figure_format`` (:data:`~ctxstair.report.figures.FIGURE_FORMATS`): the vector copy written beside
+    each figure's PNG, or ``png`` for none; checked before anything is trained."""
     return get(name).run(Path(out), overrides or {}, seeds=seeds, resume=resume, force=force, progress=progress,
-                         analysis=analysis)
+                         analysis=analysis, figure_format=check_figure_format(figure_format))
 
 
 @contextlib.contextmanager
-def _failure_reported(run_dir: Path, name: str):
+def _failure_reported(run_dir: Path, name: str, figure_format: str):
     """Let a TrainingDiverged through after writing the failed run's report."""
     try:
         yield
     except TrainingDiverged:
         from ctxstair.report.failure import write_failure_report
 
-        write_failure_report(run_dir, name)
+        write_failure_report(run_dir, name, figure_format)
         raise
 
 
-def write_recipe_report(out: str | Path) -> Path:
-    """(Re)build ``summary.json``, ``figures/`` and ``report.html`` of a recipe output directory."""
+def write_recipe_report(out: str | Path, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
+    """(Re)build ``summary.json``, ``figures/`` (each figure as PNG and, unless ``figure_format`` is
+    ``png``, its vector copy; the format is kept in ``summary.json`` as ``figure_format``) and
+    ``report.html`` of a recipe output directory."""
     out = Path(out)
+    check_figure_format(figure_format)
     name, parts = _identify(out)
     recipe = get(name)
     paths = {part: out / part if part else out for part in parts}
     outcome = recipe.conclude(out, paths)
     captions = []
     for file_name, (caption, fig) in outcome.figures.items():
-        save_figure(fig, out / "figures" / file_name)
+        save_figure(fig, out / "figures" / file_name, figure_format)
         captions.append((caption, Path("figures") / file_name))  # relative to ``out``
     rundir.write_json(out, "summary.json", {"recipe": name, "key_numbers": [asdict(k) for k in outcome.key_numbers],
-                                            **outcome.summary})
+                                            **outcome.summary, "figure_format": figure_format})
     if outcome.member_rows:
         rundir.write_table(out, "summary.csv", list(outcome.member_rows[0]), outcome.member_rows)
     # The verdict is the key numbers', so it is said here once rather than in every recipe's prose.

@@ -395,8 +395,8 @@ def draw_onset(paths: dict[str, Path], n: dict) -> Figures:
         "order0.png": ("Order-0 signature similarity S^sig,(0) of the tokens 1..N for each M, from each part's "
                        "signatures.npz, each panel stretched over its own range: constant (all 1) when M | N.",
                        learning_figures.similarity_grid(panels, tokens, "Order-0 label-signature similarity "
-                                                        "$S^{sig,(0)}$ per modulus M (cosine over token pairs; "
-                                                        "each panel on its own colour range)", per_panel=True)),
+                                                        "$S^{\\mathrm{sig},(0)}$ per modulus M\n(cosine over token "
+                                                        "pairs; each panel on its own colour range)", per_panel=True)),
     }
 
 
@@ -585,8 +585,8 @@ def _draw_spectra_part(task: str, n: dict) -> Figures:
                                    learning_figures.similarity_grid(
                                        [(f"seed {p['seed']}: k* = {p['k_star']}, r = {p['r_star']:.2f}", s)
                                         for p, s in zip(per, S)], tokens,
-                                       f"{task}: embedding similarity $S^{{emb}}$ at epoch {last}, one panel "
-                                       "per seed")),
+                                       f"{task}: embedding similarity $S^{{\\mathrm{{emb}}}}$ at epoch {last}, "
+                                       "one panel per seed")),
         f"{task}_fourier.png": (f"`{task}`: Fourier alignment over k at epoch {last} for every seed (Pearson r, "
                                 "and r controlling for S^sig,(0)); k* marked.",
                                 learning_figures.fourier_profiles_figure(per, SPECTRA_K_MIN)),

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import plt
+from ctxstair.report.figures import house_style, plt
 
 
+@house_style
 def cell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str, *, vmin: float, vmax: float,
              cmap: str) -> plt.Figure:
     """Heatmap over rows L and columns K of the median over members of ``cells[...][key]``, each cell
@@ -18,13 +19,13 @@ def cell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str
     grid = np.full((len(Ls), len(Ks)), np.nan)
     for c in cells.values():
         grid[Ls.index(c["L"]), Ks.index(c["K"])] = float(np.median(c[key]))
-    fig, ax = plt.subplots(figsize=(1.0 * len(Ks) + 2.2, 0.8 * len(Ls) + 1.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(0.6 * len(Ks) + 1.6, 0.45 * len(Ls) + 1.2), layout="constrained")
     image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     for i in range(len(Ls)):
         for j in range(len(Ks)):
             if np.isfinite(grid[i, j]):
                 bright = (grid[i, j] - vmin) / (vmax - vmin) > 0.6
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=9,
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize="small",
                         color="black" if bright else "white")
     # the boundary K = L: left of it K < L (unreachable), right of it K ≥ L
     for i, L in enumerate(Ls):
@@ -35,15 +36,16 @@ def cell_heatmap(cells: dict, Ls: list[int], Ks: list[int], key: str, label: str
     ax.set_yticks(range(len(Ls)), [str(L) for L in Ls])
     ax.set_xlabel("activation power K (σ(z) = z^K)")
     ax.set_ylabel("sequence length L")
-    ax.set_title(f"{label}\n(line: K = L; right of it K ≥ L)", fontsize=10)
+    ax.set_title(f"{label}\n(line: K = L; right of it K ≥ L)")
     fig.colorbar(image, ax=ax, label=label)
     return fig
 
 
+@house_style
 def accuracy_curves(paths: dict[str, Path], cells: dict, Ls: list[int]) -> plt.Figure:
     """Median training accuracy over members against epochs, one panel per sequence length L and one
     curve per power K (dashed where K < L), chance dotted; ``paths``: part -> run directory."""
-    fig, axes = plt.subplots(1, len(Ls), figsize=(4.0 * len(Ls), 3.2), squeeze=False, layout="constrained",
+    fig, axes = plt.subplots(1, len(Ls), figsize=(2.4 * len(Ls), 2.2), squeeze=False, layout="constrained",
                              sharey=True)
     colours = plt.get_cmap("viridis")
     for ax, L in zip(axes[0], Ls):
@@ -60,7 +62,7 @@ def accuracy_curves(paths: dict[str, Path], cells: dict, Ls: list[int]) -> plt.F
         ax.set_xscale("symlog", linthresh=10)
         ax.set_xlim(0, max(c["epochs"] for c in cells.values()))
         ax.set_xlabel("epoch")
-        ax.set_title(f"L = {L} (dashed: K < L)", fontsize=10)
+        ax.set_title(f"L = {L} (dashed: K < L)")
     axes[0][0].set_ylabel("training accuracy")
-    axes[0][-1].legend(fontsize=8, loc="center right")
+    axes[0][-1].legend(loc="center right")
     return fig

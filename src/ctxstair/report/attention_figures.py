@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair.analysis.attention_groups import group_series, read_attention_run
+from ctxstair.report.figures import house_style
 from ctxstair.report.run_figures import PALETTE
 from ctxstair.theory.attention_run import PATHS
 
@@ -23,6 +24,7 @@ def _groups(table: dict) -> list[str]:
     return list(dict.fromkeys(table["group"].tolist()))
 
 
+@house_style
 def attention_dynamics_figure(run_dir: str | os.PathLike, member: int = 0, seq_len: int | None = None) -> plt.Figure:
     """Two panels over training: attention paid by the last position to an occurrence of each token
     group (mean over occurrences; dashed line: uniform attention 1/L when ``seq_len`` is given) and
@@ -32,7 +34,7 @@ def attention_dynamics_figure(run_dir: str | os.PathLike, member: int = 0, seq_l
         Figure with two axes sharing the epoch axis.
     """
     table = read_attention_run(run_dir)
-    fig, (ax_a, ax_n) = plt.subplots(1, 2, figsize=(10.5, 3.9), sharex=True, layout="constrained")
+    fig, (ax_a, ax_n) = plt.subplots(1, 2, figsize=(7.0, 2.6), sharex=True, layout="constrained")
     for colour, group in zip(PALETTE, _groups(table)):
         for ax, column in ((ax_a, "attention"), (ax_n, "norm")):
             ax.plot(*group_series(table, group, member, column), color=colour, linewidth=1.6, label=group)
@@ -40,20 +42,21 @@ def attention_dynamics_figure(run_dir: str | os.PathLike, member: int = 0, seq_l
         ax_a.axhline(1 / seq_len, color="grey", linestyle="--", linewidth=1, label=f"uniform, 1/L = 1/{seq_len}")
     ax_a.set_ylim(-0.02, 1.02)
     ax_a.set_ylabel("attention per occurrence (fraction of the\nlast position's attention)")
-    ax_a.set_title("Attention received by each token group", fontsize=10)
+    ax_a.set_title("Attention received by each token group")
     ax_n.set_ylim(bottom=0)
     ax_n.set_ylabel("mean embedding norm |w_α|")
-    ax_n.set_title("Embedding norm of each token group", fontsize=10)
+    ax_n.set_title("Embedding norm of each token group")
     for ax in (ax_a, ax_n):
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(left=0)
         ax.set_xlabel(_EPOCH_LABEL)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, frameon=False)
+        ax.legend(frameon=False)
     fig.suptitle(f"Member {member}: attention sets the rate — attention and embedding norm per token group")
     return fig
 
 
+@house_style
 def path_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     """One panel per token group: the share of the value, key and query paths in the actual update
     ``−∇_{W_E} loss`` of the group's embeddings (path norm / sum of the three path norms) over training.
@@ -63,7 +66,7 @@ def path_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figur
     """
     table = read_attention_run(run_dir)
     groups = _groups(table)
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 3.9), squeeze=False, sharey=True,
+    fig, axes = plt.subplots(1, len(groups), figsize=(2.6 * len(groups), 2.6), squeeze=False, sharey=True,
                              layout="constrained")
     for ax, group in zip(axes[0], groups):
         epochs, _ = group_series(table, group, member, "path_value")
@@ -76,9 +79,9 @@ def path_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figur
         ax.set_xlim(left=0)
         ax.set_xlabel(_EPOCH_LABEL)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"{group}", fontsize=10)
+        ax.set_title(f"{group}")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel("share of the update's norm")
-    axes[0][-1].legend(fontsize=8, frameon=False)
+    axes[0][-1].legend(frameon=False)
     fig.suptitle(f"Member {member}: which use of the embeddings moves them — value, key and query paths (SPEC §6.3)")
     return fig

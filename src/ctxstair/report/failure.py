@@ -15,16 +15,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair import rundir
-from ctxstair.report.figures import save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, house_style, save_figure
 from ctxstair.report.html import write_report
 
 
-def write_failure_report(run_dir: str | Path, title: str) -> Path:
-    """Write ``figures/loss_until_failure.png`` and ``report.html`` of a failed run; return the report path."""
+def write_failure_report(run_dir: str | Path, title: str, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
+    """Write ``figures/loss_until_failure.png`` (with its ``figure_format`` copy) and ``report.html`` of
+    a failed run; return the report path."""
     run_dir = Path(run_dir)
     failure = rundir.read_json(run_dir, "failure.json")
     unit = "epoch" if "epoch" in failure else "step"
-    save_figure(_loss_figure(run_dir, unit, failure[unit]), run_dir / "figures" / "loss_until_failure.png")
+    save_figure(_loss_figure(run_dir, unit, failure[unit]), run_dir / "figures" / "loss_until_failure.png",
+                figure_format)
     return write_report(
         run_dir, title=f"{title} — FAILED: training {failure['reason']} at {unit} {failure[unit]}",
         summary_paragraph=f"This run did not finish. {failure['message']}",
@@ -34,6 +36,7 @@ def write_failure_report(run_dir: str | Path, title: str) -> Path:
                   "are not drawn.", Path("figures") / "loss_until_failure.png")])
 
 
+@house_style
 def _loss_figure(run_dir: Path, unit: str, failed_at: int) -> plt.Figure:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     series: dict[str, list[tuple[int, float]]] = {}
@@ -41,7 +44,7 @@ def _loss_figure(run_dir: Path, unit: str, failed_at: int) -> plt.Figure:
         if "loss" in row and unit in row:
             series.setdefault(f"member {row['member']}" if "member" in row else "training loss", []).append(
                 (row[unit], row["loss"]))
-    fig, ax = plt.subplots(figsize=(7.5, 4.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(3.6, 2.6), layout="constrained")
     for label, points in series.items():
         x, y = np.array(points, dtype=float).T
         ax.plot(x, np.where(np.isfinite(y), y, np.nan), lw=1.2, label=label)
@@ -51,7 +54,7 @@ def _loss_figure(run_dir: Path, unit: str, failed_at: int) -> plt.Figure:
         ax.set_yscale("log")
     ax.set_xlabel(unit)
     ax.set_ylabel("training loss (cross-entropy, nats" + (", log scale)" if ax.get_yscale() == "log" else ")"))
-    ax.set_title("Training loss until the run diverged", fontsize=11)
+    ax.set_title("Training loss until the run diverged")
     if len(series) <= 10:
-        ax.legend(fontsize=8)
+        ax.legend()
     return fig

@@ -73,7 +73,9 @@ def write_report(
         key_numbers: rows ``{"name": str, "measured": str, "expected": str, "met": True | False | None}``,
             rendered as a table quantity / measured / expected / met with ✓ / ✗ / —.
         figures: ``(caption, png_path)`` pairs in display order; a relative path is taken relative to
-            ``run_dir`` (e.g. ``figures/staircase.png``). Each PNG is embedded as base64.
+            ``run_dir`` (e.g. ``figures/staircase.png``). Each PNG is embedded as base64; a vector copy
+            beside it (``figures/staircase.svg`` or ``.pdf``, :func:`~ctxstair.report.figures.save_figure`)
+            is linked from its caption.
 
     Returns:
         Path of ``report.html``.
@@ -169,9 +171,14 @@ def _figure(run_dir: Path, number: int, caption: str, path: str | os.PathLike) -
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         raise InputError(f"figure {full} is not a PNG file")
     encoded = base64.b64encode(data).decode("ascii")
+    # The vector copy save_figure wrote beside the PNG (--figure-format), linked for print.
+    vectors = [(full.with_suffix(f".{kind}"), path.with_suffix(f".{kind}")) for kind in ("svg", "pdf")]
+    links = " ".join(f'<a href="{escape(link.as_posix())}">{link.suffix[1:].upper()}</a>'
+                     for copy, link in vectors if copy.is_file())
     return (
         f'<figure id="figure-{number}">\n<img src="data:image/png;base64,{encoded}" alt="{escape(str(caption))}">\n'
-        f"<figcaption><b>Figure {number}.</b> {typeset(str(caption))}</figcaption>\n</figure>"
+        f"<figcaption><b>Figure {number}.</b> {typeset(str(caption))}{f' (vector: {links})' if links else ''}"
+        "</figcaption>\n</figure>"
     )
 
 

@@ -31,13 +31,20 @@ from matplotlib.ticker import MaxNLocator
 from ctxstair import rundir
 from ctxstair.alignment.similarity import upper_triangle
 from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, RHO_NEXT_SPEARMAN, SHUFFLED
-from ctxstair.report.lm_series import StaircaseSeries, read_series, run_losses
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, house_style, save_figure
+from ctxstair.report.lm_series import ANALYSIS_FILE, StaircaseSeries, read_series, run_losses
 from ctxstair.report.run_figures import PALETTE
 
-_STEP_LABEL = "training step (symlog scale: linear below 10)"
+_STEP_LABEL = "training step (symlog axis)"
 #: Colour of the direct, attention and MLP paths in the path-share panels.
 _PATH_COLOURS = {"embed": "tab:green", "attn": "tab:blue", "mlp": "tab:orange"}
 SIMILARITY_FILE = "similarity.npz"
+#: Where a legend of many or long entries goes: under its panel, which the curves fill.
+_BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.3)}
+#: Axis labels, typeset with matplotlib's mathtext (no LaTeX needed).
+RHO_NEXT_LABEL = "\n".join((r"$\rho_{\mathrm{next}} = \mathrm{corr}(S^{\mathrm{emb}}, S^{\mathrm{next}})$",
+                            r"over token pairs of $T$"))
+ATTENTION_LABEL = r"$\mathrm{corr}(S(\varphi^{\mathrm{attn},\ell}), S(W_O W_V w))$"
 
 Source = str | os.PathLike | StaircaseSeries
 
@@ -47,9 +54,11 @@ def _series(source: Source) -> StaircaseSeries:
 
 
 def step_axis(ax: plt.Axes) -> None:
-    """Training steps on a symlog x axis (linear below 10, so step 0 shows), labelled, with a grid."""
+    """Training steps on a symlog x axis (linear below 10, so step 0 shows), labelled, with a grid; the
+    limits leave room around step 0 and the last step, so that no marker is cut by the frame."""
     ax.set_xscale("symlog", linthresh=10)
-    ax.set_xlim(left=0)
+    last = ax.dataLim.x1 if np.isfinite(ax.dataLim.x1) else 10.0
+    ax.set_xlim(-1, last * 1.3 if last > 10 else last + 1)
     ax.set_xlabel(_STEP_LABEL)
     ax.grid(True, alpha=0.3)
 
@@ -59,9 +68,18 @@ def _state_axis(ax: plt.Axes, series: StaircaseSeries) -> None:
     if series.steps is not None:
         step_axis(ax)
     else:
-        ax.set_xticks(range(len(series.names)), series.names, rotation=60, fontsize=7)
+        ax.set_xticks(range(len(series.names)), series.names, rotation=60)
         ax.set_xlabel("checkpoint")
         ax.grid(True, alpha=0.3)
+
+
+def _path_name(part: str) -> str:
+    """``attn.3`` -> ``attention, layer 3``; ``mlp.0`` -> ``MLP, layer 0``; ``unembed`` (a tied unembedding)
+    -> ``unembedding (tied)``; other names as they are."""
+    kind, _, layer = part.partition(".")
+    if not layer:
+        return "unembedding (tied)" if part == "unembed" else part
+    return f"{dict(attn='attention', mlp='MLP').get(kind, kind)}, layer {layer}"
 
 
 def _legend(ax: plt.Axes, **options) -> None:
@@ -79,8 +97,8 @@ def _not_measured(ax: plt.Axes, what: str) -> None:
 def flagged_markers(ax: plt.Axes, series: StaircaseSeries, measures: list[tuple[str, str]]) -> None:
     """Hollow markers at the flagged states (:attr:`StaircaseSeries.flagged`) of each (measure, colour),
     with one legend entry saying whether they are in the curve."""
-    label = ("flagged (embedding equals another state's or main's): in the curve" if series.keep_flagged
-             else "flagged (embedding equals another state's or main's): left out of the curve")
+    # Short, so that the legend fits a panel a column wide; the figure's title says why each is flagged.
+    label = "flagged: in the curve" if series.keep_flagged else "flagged: left out of the curve"
     for measure, colour in measures:
         at, values = series.flagged_points(measure)
         if at.size:
@@ -93,14 +111,14 @@ def rho_next_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     drawn = []
     for colour, (measure, label) in zip(PALETTE, ((RHO_NEXT, "Pearson"), (RHO_NEXT_SPEARMAN, "Spearman"))):
         if series.has(measure):
-            ax.plot(*series.measured(measure), color=colour, marker="o", markersize=3, linewidth=1.6,
-                    label=f"ρ_next ({label})")
+            ax.plot(*series.measured(measure), color=colour, marker="o",
+                    label=rf"$\rho_{{\mathrm{{next}}}}$ ({label})")
             drawn.append((measure, colour))
     flagged_markers(ax, series, drawn)
     ax.axhline(0, color="grey", linewidth=0.8)
-    ax.set_ylabel("correlation of S^emb with S^next\n(upper triangle over the token set T)")
+    ax.set_ylabel(RHO_NEXT_LABEL)
     _state_axis(ax, series)
-    _legend(ax, fontsize=8, frameon=False)
+    _legend(ax)
 
 
 def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -108,12 +126,12 @@ def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     if series.loss is not None:
         ax.plot(*series.loss, color="black", linewidth=0.8, alpha=0.6, label="training loss")
     if series.val_loss is not None:
-        ax.plot(*series.val_loss, color=PALETTE[1], marker="o", markersize=3, linewidth=1.4, label="held-out loss")
+        ax.plot(*series.val_loss, color=PALETTE[1], marker="o", label="held-out loss")
     if series.loss is None and series.val_loss is None:
         _not_measured(ax, "the loss")
     ax.set_ylabel("next-token loss (nats)")
     step_axis(ax)
-    _legend(ax, fontsize=8, frameon=False)
+    _legend(ax)
 
 
 def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -123,15 +141,15 @@ def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
         _not_measured(ax, "the prefix probe")
     drawn = []
     for colour, (measure, label) in zip(PALETTE, ((PROBE, "prefix probe, held-out tokens"),
-                                                  (SHUFFLED, "control: signatures shuffled across tokens"))):
+                                                  (SHUFFLED, "control: signatures shuffled"))):
         if series.has(measure):
-            ax.plot(*series.measured(measure), color=colour, marker="o", markersize=3, linewidth=1.6, label=label)
+            ax.plot(*series.measured(measure), color=colour, marker="o", label=label)
             drawn.append((measure, colour))
     flagged_markers(ax, series, drawn)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
     _state_axis(ax, series)
-    _legend(ax, fontsize=8, frameon=False)
+    _legend(ax)
 
 
 def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -141,12 +159,13 @@ def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     if not layers:
         _not_measured(ax, "attention paths")
     for layer, colour in zip(layers, plt.get_cmap("tab10").colors):
-        ax.plot(*series.measured(ATTENTION_CORR, layer), color=colour, marker="o", markersize=3, label=f"layer {layer}")
-        ax.plot(*series.measured(ATTENTION_NULL, layer), color=colour, linestyle="--", linewidth=0.9,
-                label=f"layer {layer} null (largest |r| of the permutations)")
-    ax.set_ylabel("Pearson r: S(φ^attn,ℓ) vs S(W_O W_V w)")
+        ax.plot(*series.measured(ATTENTION_CORR, layer), color=colour, marker="o", label=f"layer {layer}")
+        ax.plot(*series.measured(ATTENTION_NULL, layer), color=colour, linestyle="--", linewidth=0.9)
+    if layers:  # one entry for every null, so that the legend grows by one line per layer, not two
+        ax.plot([], [], color="grey", linestyle="--", linewidth=0.9, label="null: largest |r| of the permutations")
+    ax.set_ylabel(ATTENTION_LABEL)
     _state_axis(ax, series)
-    _legend(ax, fontsize=7, frameon=False)
+    _legend(ax, ncol=2 if len(layers) > 4 else 1)
 
 
 def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -155,13 +174,13 @@ def path_shares_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     if not paths:
         _not_measured(ax, "path shares")
     for i, part in enumerate(paths):
-        ax.plot(*series.measured(PATH_SHARE, part), color=plt.get_cmap("tab10")(i), linewidth=1.6, marker="o",
+        ax.plot(*series.measured(PATH_SHARE, part), color=plt.get_cmap("tab10")(i), marker="o",
                 markersize=2, linestyle="-" if part == "embed" else ("--" if part.startswith("attn") else ":"),
-                label="direct (embedding)" if part == "embed" else part)
+                label="direct (embedding)" if part == "embed" else _path_name(part))
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("share of the summed path norms")
     _state_axis(ax, series)
-    _legend(ax, fontsize=8, frameon=False, ncol=2)
+    _legend(ax, ncol=2, **_BELOW)
 
 
 def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -174,137 +193,159 @@ def attention_heatmap_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     image = ax.imshow(grid, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", origin="lower")
     labels = [str(s) for s in series.steps] if series.steps is not None else series.names
     ticks = np.unique(np.linspace(0, len(labels) - 1, min(len(labels), 12)).round().astype(int))
-    ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=60 if series.steps is None else 0, fontsize=7)
+    ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=60 if series.steps is None else 0)
     ax.set_yticks(range(len(layers)), layers)
     layer, state = np.nonzero(np.abs(grid) > null)
     ax.scatter(state, layer, marker="*", s=14, color="black", label="|r| above the permutation null")
-    label = "flagged (embedding equals another state's or main's)"
+    label = "flagged (hatched)"
     for column in np.flatnonzero([name in series.flagged for name in series.names]):  # every column is drawn
         ax.add_patch(Rectangle((column - 0.5, -0.5), 1, len(layers), fill=False, hatch="///", edgecolor="0.35",
                                linewidth=0.8, label=label))
         label = None
     ax.set_xlabel("training step (snapshots in order)" if series.steps is not None else "checkpoint")
-    ax.set_ylabel("layer ℓ")
-    ax.figure.colorbar(image, ax=ax, label="Pearson r")
+    ax.set_ylabel(r"layer $\ell$")
+    # Below the heatmap, so that a heatmap wider than one column takes no width from the panels above it.
+    ax.figure.colorbar(image, ax=ax, label=ATTENTION_LABEL, location="bottom", aspect=40, shrink=0.8)
     if layer.size or series.flagged:
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(loc="upper right")
 
 
 # ---------------------------------------------------------------------------------------------- figures
 
+@house_style
 def rho_next_figure(source: Source) -> plt.Figure:
     """Top: ρ_next (Pearson and Spearman) over steps; bottom: the losses."""
     series = _series(source)
-    fig, (ax, ax_loss) = plt.subplots(2, 1, figsize=(8.5, 6.4), sharex=True, height_ratios=(3, 2), layout="constrained")
+    fig, (ax, ax_loss) = plt.subplots(2, 1, figsize=(3.6, 4.0), sharex=True, height_ratios=(3, 2), layout="constrained")
     rho_next_panel(ax, series)
     loss_panel(ax_loss, series)
-    fig.suptitle("Embeddings vs next-token signatures over training (SPEC §7 ρ_next)")
+    ax.set_xlabel("")  # the shared axis is labelled once, under the loss
+    fig.suptitle(r"Embeddings vs next-token signatures over training: $\rho_{\mathrm{next}}$ and the loss")
     return fig
 
 
+@house_style
 def loss_figure(run_dir: str | os.PathLike) -> plt.Figure:
     """Training loss per step and held-out loss at the snapshots (nats) of an LM run directory (one
     trained without analysis too)."""
     loss, val_loss = run_losses(run_dir)
-    fig, ax = plt.subplots(figsize=(8.5, 3.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(3.6, 2.4), layout="constrained")
     loss_panel(ax, StaircaseSeries(str(run_dir), [], None, {}, loss, val_loss))
     fig.suptitle("Next-token loss over training")
     return fig
 
 
+@house_style
 def probe_figure(source: Source) -> plt.Figure:
     """Held-out MSE of the first-order prefix probe and of the same probe on shuffled signatures."""
-    fig, ax = plt.subplots(figsize=(8.5, 3.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(3.6, 2.8), layout="constrained")
     probe_panel(ax, _series(source))
-    fig.suptitle("First-order prefix signatures predict the embedding geometry of unseen tokens (SPEC §7)")
+    fig.suptitle("Prefix signatures predict the embedding geometry\nof held-out tokens")
     return fig
 
 
+@house_style
 def attention_path_figure(source: Source) -> plt.Figure:
     """Heatmap over (layer, snapshot) of the correlation between the attention-path signature and
     ``W_O W_V w_α`` (SPEC §7)."""
     series = _series(source)
-    fig, ax = plt.subplots(figsize=(9.5, 1.2 + 0.6 * len(series.layers())), layout="constrained")
+    fig, ax = plt.subplots(figsize=(3.6, 1.6 + 0.3 * len(series.layers())), layout="constrained")
     attention_heatmap_panel(ax, series)
-    fig.suptitle("Attention-path signature vs W_O W_V w_α, per layer and snapshot (SPEC §7)")
+    fig.suptitle(r"Attention-path signature vs $W_O W_V w_\alpha$, per layer and snapshot")
     return fig
 
 
+@house_style
 def path_shares_figure(source: Source) -> plt.Figure:
     """Share of each residual path (direct, attention ℓ, MLP ℓ) in the norm of the embeddings'
     update over training (SPEC §6.4)."""
-    fig, ax = plt.subplots(figsize=(8.5, 3.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(3.6, 2.8), layout="constrained")
     path_shares_panel(ax, _series(source))
-    fig.suptitle("Which path moves the embeddings: direct, attention and MLP paths (SPEC §6.4)")
+    fig.suptitle("Which path moves the embeddings:\ndirect, attention and MLP paths")
     return fig
 
 
+@house_style
 def staircase_figure(source: Source, title: str = "The Context Staircase measured live (SPEC §6.4, §7)") -> plt.Figure:
-    """Six panels over training steps (SPEC §6.4, §7): ρ_next; the losses; the prefix probe against its
-    control; the attention-path correlation per layer with its null; the path shares; the seconds
-    each live measurement took."""
+    """Up to six panels over training steps (SPEC §6.4, §7): ρ_next; the losses; the prefix probe against
+    its control; the attention-path correlation per layer with its null; the path shares; the seconds
+    each live measurement took. A measure the output does not hold gets no panel (the monitor's probe is
+    off by default), and the grid, two panels a row, holds exactly the panels drawn."""
     series = _series(source)
-    fig, axes = plt.subplots(3, 2, figsize=(12, 10.5), layout="constrained")
-    (rho, loss), (probe, attention), (shares, cost) = axes
-    for panel, ax, label in ((rho_next_panel, rho, "(a) embeddings vs next-token signatures"),
-                             (loss_panel, loss, "(b) next-token loss"),
-                             (probe_panel, probe, "(c) first-order prefix probe vs its control"),
-                             (attention_lines_panel, attention, "(d) attention-path signature per layer"),
-                             (path_shares_panel, shares, "(e) paths of the embedding update")):
+    panels = [(rho_next_panel, "embeddings vs next-token signatures")]
+    for drawn, panel, label in ((series.loss is not None or series.val_loss is not None, loss_panel, "next-token loss"),
+                                (series.has(PROBE), probe_panel, "first-order prefix probe vs its control"),
+                                (bool(series.layers()), attention_lines_panel, "attention-path signature per layer"),
+                                (bool(series.paths()), path_shares_panel, "paths of the embedding update"),
+                                (series.seconds is not None, _cost_panel, "cost of each measurement")):
+        if drawn:
+            panels.append((panel, label))
+    rows = -(-len(panels) // 2)
+    fig, axes = plt.subplots(rows, 2, figsize=(7.2, 2.5 * rows + 0.4), squeeze=False, layout="constrained")
+    for ax, (panel, label), letter in zip(axes.flat, panels, "abcdef"):
         panel(ax, series)
-        ax.set_title(label, fontsize=10)
-    if series.seconds is not None:
-        keep = ~np.isnan(series.seconds)
-        cost.plot(series.steps[keep], series.seconds[keep], color=PALETTE[0], marker="o", markersize=3,
-                  label="one measurement")
-        cost.legend(fontsize=7, frameon=False)
-    else:
-        _not_measured(cost, "the cost")
-    cost.set_ylabel("wall time (s)")
-    cost.set_title("(f) cost of each measurement", fontsize=10)
-    step_axis(cost)
+        ax.set_title(f"({letter}) {label}")
+    if len(panels) % 2:
+        fig.delaxes(axes.flat[-1])  # an odd count: the last row holds one panel
     fig.suptitle(title)
     return fig
 
 
+def _cost_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
+    """The seconds each live measurement took, over the steps."""
+    keep = ~np.isnan(series.seconds)
+    ax.plot(series.steps[keep], series.seconds[keep], color=PALETTE[0], marker="o", label="one measurement")
+    ax.set_ylabel("wall time (s)")
+    step_axis(ax)
+    _legend(ax)
+
+
+@house_style
 def analysis_figure(folder: str | os.PathLike) -> plt.Figure:
     """The figure of an ``analyze-model`` folder: the pair scatter of the last checkpoint (S^emb against
-    S^next, from ``similarity.npz``) next to ρ_next and the probe over the checkpoints and, with the
-    path measures, the attention-path correlation (a heatmap over layer and checkpoint) and the path
-    shares; for a single model, its attention paths per layer and its path shares instead."""
+    S^next, from ``similarity.npz``) next to ρ_next and the probe (when measured) over the checkpoints
+    and, with the path measures, the attention-path correlation (a heatmap over layer and checkpoint)
+    and the path shares; for a single model, its attention paths per layer and its path shares
+    instead. The grid holds exactly the panels drawn."""
     series = read_series(folder)
-    similarity = rundir.read_npz(folder, SIMILARITY_FILE, keys=("next", "embedding"))
-    S_next, S_emb = similarity["next"], similarity["embedding"]
     several, paths = len(series.names) > 1, bool(series.layers())
-    n_rows = 2 if several and paths else 1
-    n_cols = 3 if several or paths else 1
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(5.5 * n_cols, 4.8 * n_rows), squeeze=False, layout="constrained")
-    ax = axes[0, 0]
-    ax.scatter(upper_triangle(S_next), upper_triangle(S_emb), s=3, alpha=0.3, edgecolors="none")
-    ax.set_xlabel("S^next: cosine of next-token signatures")
-    ax.set_ylabel("S^emb: cosine of input embeddings")
-    flag = " (flagged)" if series.names[-1] in series.flagged else ""
-    ax.set_title(f"{series.names[-1]}{flag}\nρ_next = {series.values[RHO_NEXT][-1]:.3f} (Pearson), "
-                 f"{S_next.shape[0]} tokens", fontsize=10)
+    over_checkpoints = ["rho"] + (["probe"] if series.has(PROBE) else [])
+    top = ["pairs"] + (over_checkpoints if several else ["layers", "shares"] if paths else [])
+    mosaic = [top] + ([["heatmap"] * (len(top) - 1) + ["shares"]] if several and paths else [])
+    fig, axes = plt.subplot_mosaic(mosaic, figsize=(2.4 * len(top) if len(top) > 1 else 3.4, 2.7 * len(mosaic) + 0.4),
+                                   layout="constrained")
+    _pairs_panel(axes["pairs"], folder, series)
     if several:
-        rho_next_panel(axes[0, 1], series)
-        probe_panel(axes[0, 2], series)
-        axes[0, 1].set_title("ρ_next over the checkpoints", fontsize=10)
-        axes[0, 2].set_title("first-order probe (held-out tokens)", fontsize=10)
+        rho_next_panel(axes["rho"], series)
+        axes["rho"].set_title(r"$\rho_{\mathrm{next}}$ over the checkpoints")
+        if "probe" in axes:
+            probe_panel(axes["probe"], series)
+            axes["probe"].set_title("first-order probe (held-out tokens)")
         if paths:
-            attention_heatmap_panel(axes[1, 0], series)
-            path_shares_panel(axes[1, 1], series)
-            axes[1, 0].set_title("attention-path correlation by layer and checkpoint", fontsize=10)
-            axes[1, 1].set_title("path shares over the checkpoints", fontsize=10)
-            axes[1, 2].set_axis_off()
+            attention_heatmap_panel(axes["heatmap"], series)
+            path_shares_panel(axes["shares"], series)
+            axes["heatmap"].set_title("attention-path correlation by layer and checkpoint")
+            axes["shares"].set_title("path shares over the checkpoints")
     elif paths:
-        _layer_panels(axes[0, 1], axes[0, 2], series)
-    title = f"{series.source}: embeddings against the corpus's signatures (SPEC §6.4, §7)"
+        _layer_panels(axes["layers"], axes["shares"], series)
+    title = f"{series.source}: input embeddings against the corpus's next-token signatures"
     if series.flagged:
         title += "\nflagged, " + ("kept in" if series.keep_flagged else "left out of") + " the curves: " + "; ".join(
             f"{name} ({'; '.join(why)})" for name, why in series.flagged.items())
-    fig.suptitle(title, fontsize=10 if series.flagged else None)
+    fig.suptitle(title, wrap=True)
     return fig
+
+
+def _pairs_panel(ax: plt.Axes, folder: str | os.PathLike, series: StaircaseSeries) -> None:
+    """The pair scatter of the last checkpoint: S^emb against S^next over the token pairs of T."""
+    similarity = rundir.read_npz(folder, SIMILARITY_FILE, keys=("next", "embedding"))
+    S_next, S_emb = similarity["next"], similarity["embedding"]
+    ax.scatter(upper_triangle(S_next), upper_triangle(S_emb), s=3, alpha=0.3, edgecolors="none")
+    ax.set_xlabel(r"$S^{\mathrm{next}}$ (next-token signatures)")
+    ax.set_ylabel(r"$S^{\mathrm{emb}}$ (input embeddings)")
+    flag = " (flagged)" if series.names[-1] in series.flagged else ""
+    ax.set_title(f"{series.names[-1]}{flag}: " + rf"$\rho_{{\mathrm{{next}}}}$ = {series.values[RHO_NEXT][-1]:.3f}"
+                 f"\n{S_next.shape[0]} tokens, a point per pair")
 
 
 def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSeries) -> None:
@@ -313,17 +354,17 @@ def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSerie
     depth = np.arange(len(layers))
     corr = [series.values[f"{ATTENTION_CORR}/{layer}"][-1] for layer in layers]
     null = [series.values[f"{ATTENTION_NULL}/{layer}"][-1] for layer in layers]
-    ax_corr.plot(depth, corr, marker="o", ms=3, label="correlation r")
+    ax_corr.plot(depth, corr, marker="o", label=r"correlation $r$")
     ax_corr.plot(depth, null, ls="--", color="grey", label="null: largest |r| of the token permutations")
     ax_corr.axhline(0, color="black", lw=0.5)
     ax_corr.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_corr.set_xlabel("layer ℓ")
-    ax_corr.set_ylabel("corr(S(φ^{attn,ℓ}), S(W_O W_V w))")
-    ax_corr.set_title("attention-path correlation per layer", fontsize=10)
-    ax_corr.legend(fontsize=8)
+    ax_corr.set_xlabel(r"layer $\ell$")
+    ax_corr.set_ylabel(ATTENTION_LABEL)
+    ax_corr.set_title("attention-path correlation per layer")
+    ax_corr.legend(**_BELOW)
     shares = {part: series.values[f"{PATH_SHARE}/{part}"][-1] for part in series.paths()}
-    for kind, label in (("attn", "attention path attn.ℓ"), ("mlp", "MLP path mlp.ℓ")):
-        ax_shares.plot(depth, [shares.get(f"{kind}.{layer}", np.nan) for layer in layers], marker="o", ms=3,
+    for kind, label in (("attn", r"attention path attn.$\ell$"), ("mlp", r"MLP path mlp.$\ell$")):
+        ax_shares.plot(depth, [shares.get(f"{kind}.{layer}", np.nan) for layer in layers], marker="o",
                        label=label, color=_PATH_COLOURS[kind])
     ax_shares.axhline(shares.get("embed", np.nan), ls="--", color=_PATH_COLOURS["embed"],
                       label=f"direct path embed ({shares.get('embed', np.nan):.3f})")
@@ -332,17 +373,20 @@ def _layer_panels(ax_corr: plt.Axes, ax_shares: plt.Axes, series: StaircaseSerie
                           label=f"unembedding path, tied ({shares['unembed']:.3f})")
     ax_shares.set_ylim(bottom=0)
     ax_shares.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_shares.set_xlabel("layer ℓ")
+    ax_shares.set_xlabel(r"layer $\ell$")
     ax_shares.set_ylabel("share of the summed path norms over T")
-    ax_shares.set_title("path shares of the embedding update", fontsize=10)
-    ax_shares.legend(fontsize=8)
+    ax_shares.set_title("path shares of the embedding update")
+    ax_shares.legend(**_BELOW)
 
 
-def write_analysis_figure(folder: str | os.PathLike) -> Path:
-    """Draw :func:`analysis_figure` into ``folder/analysis.png`` (atomically); return its path."""
-    from ctxstair.report.figures import save_figure
-
-    path = Path(folder) / "analysis.png"
-    save_figure(analysis_figure(folder), path)
-    return path
+def write_analysis_figure(folder: str | os.PathLike, figure_format: str = DEFAULT_FIGURE_FORMAT) -> list[Path]:
+    """Draw :func:`analysis_figure` into ``folder/analysis.png`` and its ``figure_format`` copy
+    (:func:`~ctxstair.report.figures.save_figure`, atomically) and record the format in
+    ``analysis.json`` as ``figure_format``; return the files written."""
+    folder = Path(folder)
+    check_figure_format(figure_format)
+    written = save_figure(analysis_figure(folder), folder / "analysis.png", figure_format)
+    result = rundir.read_json(folder, ANALYSIS_FILE)
+    rundir.write_json(folder, ANALYSIS_FILE, {**result, "figure_format": figure_format})
+    return written
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -41,7 +42,7 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, signature_cosine
 from ctxstair.errors import InputError
-from ctxstair.report.figures import pca_scatter, similarity_heatmap
+from ctxstair.report.figures import house_style, pca_scatter, similarity_heatmap
 from ctxstair.report.signatures import signature_views
 from ctxstair.signatures.hierarchy import SignatureHierarchy
 
@@ -50,7 +51,7 @@ __all__ = ["curves_figure", "fourier_heatmap", "geometry_figure", "pca_figure", 
 #: Okabe–Ito colour-blind-safe palette (without yellow, which is too light on white).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 _FOURIER = re.compile(r"^fourier_k(\d+)$")
-_LOG_EPOCH_LABEL = "epoch (log scale; initialization, epoch 0, not shown)"
+_LOG_EPOCH_LABEL = "epoch (log axis; epoch 0 not shown)"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -58,6 +59,7 @@ _LOG_EPOCH_LABEL = "epoch (log scale; initialization, epoch 0, not shown)"
 # ----------------------------------------------------------------------------------------------
 
 
+@house_style
 def staircase_figure(run_dir: str | os.PathLike, member: int | None = None) -> plt.Figure:
     """The staircase plot (SPEC §3 alignment; §8 F1, F3): alignment of ``S^emb(t)`` with each
     signature order over training, above training loss and accuracy, on a shared log-epoch axis.
@@ -92,15 +94,16 @@ def staircase_figure(run_dir: str | os.PathLike, member: int | None = None) -> p
     several = len(members) > 1
 
     fig, (ax_top, ax_bottom) = plt.subplots(
-        2, 1, sharex=True, figsize=(9.5, 7.2), layout="constrained", height_ratios=(3, 2)
+        2, 1, sharex=True, figsize=(3.6, 4.8), layout="constrained", height_ratios=(3, 2)
     )
     _alignment_panel(ax_top, table, members, run_dir)
     _training_panel(ax_bottom, metrics, _select_members(np.unique(metrics["member"]), member, "metrics.jsonl"))
-    fig.suptitle(_who("Context staircase: alignment of $S^{emb}(t)$ with the signature geometry of each order (top),\n"
-                      "loss and accuracy on the whole training set (bottom)", members, several), fontsize=11)
+    fig.suptitle(_who("Context staircase: alignment of $S^{\\mathrm{emb}}(t)$ with\neach signature order (top); "
+                      "training loss and accuracy (bottom)", members, several))
     return fig
 
 
+@house_style
 def fourier_heatmap(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     """Heatmap of the Fourier alignment ``ρ_(1),k`` (SPEC §3 "Fourier view"; §8 F3) of one member.
 
@@ -130,8 +133,8 @@ def fourier_heatmap(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
         ep, values = rundir.alignment_series(table, f"fourier_k{k}", member, "pearson")
         grid[i, np.searchsorted(epochs, ep)] = values
 
-    width = max(6.0, min(11.0, 3.0 + 0.12 * len(epochs)))
-    height = max(3.4, min(7.5, 1.6 + 0.2 * len(ks)))
+    width = max(3.6, min(7.2, 1.8 + 0.07 * len(epochs)))
+    height = max(2.4, min(5.0, 1.2 + 0.12 * len(ks)))
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     # Undefined cells are left blank (transparent) over a light hatching, so that they cannot be
     # mistaken for r ≈ 0, which RdBu_r also draws near-white.
@@ -146,12 +149,13 @@ def fourier_heatmap(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     ax.set_yticks(yticks, [str(ks[i]) for i in yticks])
     ax.set_xlabel("epoch (one column per snapshot)")
     ax.set_ylabel("frequency k of the context probe $c_k$")
-    ax.set_title(f"Member {member}: alignment of $S^{{emb}}(t)$ with order 1 through $c_k$ (hatched blank: undefined)",
-                 fontsize=10)
-    fig.colorbar(image, ax=ax, label="Pearson r with $S^{sig,(1)}(c_k)$")
+    ax.set_title(f"Member {member}: alignment of $S^{{\\mathrm{{emb}}}}(t)$ with order 1 through $c_k$\n"
+                 "(hatched blank: undefined)")
+    fig.colorbar(image, ax=ax, label="Pearson r with $S^{\\mathrm{sig},(1)}(c_k)$")
     return fig
 
 
+@house_style
 def geometry_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.Figure:
     """Row of cosine-similarity heatmaps (SPEC §3; §8 F1, F2b): ``S^emb`` of the task tokens at each
     of ``epochs``, then ``S^sig,(0)`` and ``S^sig,(1)`` through the Fourier probe ``c_{P/2}``.
@@ -174,17 +178,20 @@ def geometry_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.
     epochs = _check_epochs(epochs)
     views = _signature_panels(sigs)
     n = len(epochs) + len(views)
-    fig, axes = plt.subplots(1, n, figsize=(4.3 * n, 4.4), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, n, figsize=(1.75 * n + 0.5, 2.3), squeeze=False, layout="constrained")
     for ax, epoch in zip(axes[0], epochs):
         emb = _embeddings(run_dir, epoch, member, sigs.tokens)
         score = _order0_score(run_dir, member, epoch, emb, sigs)
-        similarity_heatmap(ax, cosine_matrix(emb), sigs.tokens, f"$S^{{emb}}$ at epoch {epoch}\n{score}")
+        similarity_heatmap(ax, cosine_matrix(emb), sigs.tokens, f"$S^{{\\mathrm{{emb}}}}$ at epoch {epoch}\n{score}",
+                           colorbar=False)
     for ax, (title, M) in zip(axes[0][len(epochs):], views):
-        similarity_heatmap(ax, signature_cosine(M), sigs.tokens, title)
-    fig.suptitle(f"Member {member}: embedding geometry of the task tokens vs. signature geometry (cosine similarity)")
+        image = similarity_heatmap(ax, signature_cosine(M), sigs.tokens, title, colorbar=False)
+    fig.colorbar(image, ax=axes[0], fraction=0.03, pad=0.01, label="cosine similarity")  # one range: [-1, 1]
+    fig.suptitle(f"Member {member}: embedding geometry of the task tokens vs. signature geometry")
     return fig
 
 
+@house_style
 def pca_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.Figure:
     """PCA of the task-token embeddings at each of ``epochs`` next to PCA of the order-0 signatures and
     of order 1 through ``c_{P/2}`` (SPEC §3 "PCA of both spaces side by side"; §8 F2b).
@@ -205,15 +212,16 @@ def pca_figure(run_dir: str | os.PathLike, epochs, member: int = 0) -> plt.Figur
     epochs = _check_epochs(epochs)
     views = _signature_panels(sigs)
     n = len(epochs) + len(views)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 4.2), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(1, n, figsize=(1.8 * n, 2.2), squeeze=False, layout="constrained")
     for ax, epoch in zip(axes[0], epochs):
         pca_scatter(ax, _embeddings(run_dir, epoch, member, sigs.tokens), sigs.tokens, f"embeddings at epoch {epoch}")
     for ax, (title, M) in zip(axes[0][len(epochs):], views):
         pca_scatter(ax, M, sigs.tokens, title)
-    fig.suptitle(f"Member {member}: task tokens on their first two principal components, embeddings vs. signatures")
+    fig.suptitle(f"Member {member}: task tokens on their first two principal components,\nembeddings vs. signatures")
     return fig
 
 
+@house_style
 def curves_figure(run_dir: str | os.PathLike) -> plt.Figure:
     """Training loss and accuracy of every ensemble member over epochs (``metrics.jsonl``).
 
@@ -225,7 +233,7 @@ def curves_figure(run_dir: str | os.PathLike) -> plt.Figure:
     """
     metrics = rundir.read_metrics(run_dir)
     members = [int(m) for m in np.unique(metrics["member"])]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, sharex=True, figsize=(10.0, 3.9), layout="constrained")
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, sharex=True, figsize=(7.0, 2.6), layout="constrained")
     cmap = plt.get_cmap("viridis")
     for i, m in enumerate(members):
         colour = PALETTE[i] if len(members) <= len(PALETTE) else cmap(i / max(1, len(members) - 1))
@@ -240,11 +248,11 @@ def curves_figure(run_dir: str | os.PathLike) -> plt.Figure:
         ax.grid(True, which="major", alpha=0.3)
     ax_loss.set_ylim(bottom=0)
     ax_loss.set_ylabel("training loss (cross-entropy, nats)")
-    ax_loss.set_title("Loss on the whole training set", fontsize=10)
+    ax_loss.set_title("Loss on the whole training set")
     ax_acc.set_ylim(-0.02, 1.02)
     ax_acc.set_ylabel("training accuracy (fraction)")
-    ax_acc.set_title("Accuracy on the whole training set", fontsize=10)
-    ax_acc.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8, frameon=False)
+    ax_acc.set_title("Accuracy on the whole training set")
+    ax_acc.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
     fig.suptitle(f"Training curves of {len(members)} ensemble member{'s' if len(members) > 1 else ''}")
     return fig
 
@@ -289,7 +297,7 @@ def draw_aggregate(ax: plt.Axes, curves: list[tuple[np.ndarray, np.ndarray]], la
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns stay NaN
         mean, low, high = np.nanmean(grid, axis=0), np.nanmin(grid, axis=0), np.nanmax(grid, axis=0)
-    style = {"linewidth": 1.6, "markersize": 3.5 if len(epochs) <= 60 else 0, **style}
+    style = {"markersize": 3 if len(epochs) <= 60 else 0, **style}
     if len(curves) > 1:
         ax.fill_between(epochs, low, high, color=style["color"], alpha=0.18, linewidth=0)
     (line,) = ax.plot(epochs, mean, label=label, **style)
@@ -307,7 +315,7 @@ def _alignment_panel(ax: plt.Axes, table: dict, members: list[int], run_dir: str
     ax.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
     ax.set_xscale("log")
     ax.set_ylim(low, 1.05)
-    ax.set_ylabel("alignment with $S^{sig}$\n(Pearson r over token pairs"
+    ax.set_ylabel("alignment with $S^{\\mathrm{sig}}$\n(Pearson r over token pairs"
                   + (", or 1 − MSE where marked)" if any("MSE" in h.get_label() for h in handles) else ")"))
     ax.grid(True, which="major", alpha=0.3)
     _legend_above(ax, handles)
@@ -331,7 +339,7 @@ def _draw_alignment_series(ax: plt.Axes, table: dict, members: list[int]) -> lis
         column = "pearson"
         if signature == "order0":
             if table["defined"][rows].any():
-                label = "order 0: Pearson r with $S^{sig,(0)}$"
+                label = "order 0: Pearson r with $S^{\\mathrm{sig},(0)}$"
             else:
                 column = "one_minus_mse"
                 label = "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)"
@@ -358,15 +366,15 @@ def _training_panel(ax: plt.Axes, metrics: dict, members: list[int]) -> None:
 
 
 def _legend_above(ax: plt.Axes, handles: list) -> None:
-    """A two-column legend of ``handles`` directly above ``ax``."""
+    """A legend of ``handles`` directly above ``ax``, one entry a line (the figures are a column wide)."""
     # In place of a panel title, so that it never covers the data.
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2, fontsize=8.5, frameon=False,
-              borderaxespad=0.2, columnspacing=1.5)
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=1, frameon=False,
+              borderaxespad=0.2)
 
 
 def _who(what: str, members: list[int], several: bool) -> str:
     if several:
-        return f"{what}\nmean over {len(members)} ensemble members; shaded band: min–max over members"
+        return f"{what}\nmean of {len(members)} members; band: min–max over members"
     return f"{what}\nensemble member {members[0]}"
 
 
@@ -400,9 +408,11 @@ def _signature_panels(sigs: SignatureHierarchy) -> list[tuple[str, np.ndarray]]:
     """The order-0 view and, when order 1 is present, order 1 through ``c_{P/2}`` from ``signature_views``
     (whose list is order 0, each order m >= 1 flattened, then the Fourier view)."""
     views = signature_views(sigs)
-    picked = [("$S^{sig,(0)}$: " + views[0][0], views[0][1])]
+    # Titles of at most two short lines: the panels are about 1.8 in wide.
+    picked = [("$S^{\\mathrm{sig},(0)}$\n" + textwrap.fill(views[0][0], 26, break_long_words=False), views[0][1])]
     if len(sigs.orders) > 1:
-        picked.append(("$S^{sig,(1)}$: " + views[-1][0], views[-1][1]))
+        picked.append(("$S^{\\mathrm{sig},(1)}$\n" + textwrap.fill(views[-1][0], 26, break_long_words=False),
+                       views[-1][1]))
     return picked
 
 
@@ -417,14 +427,15 @@ def _order0_score(run_dir, member: int, epoch: int, emb: np.ndarray, sigs: Signa
         if keep.any():
             i = np.flatnonzero(keep)[0]
             if table["defined"][i]:
-                return f"order-0 Pearson $\\rho_{{(0)}}$ = {table['pearson'][i]:.3f}"
-            return f"order 0: 1 − MSE = {table['one_minus_mse'][i]:.3f} (r undefined)"
+                return f"order 0: $\\rho_{{(0)}}$ = {table['pearson'][i]:.3f}"
+            return f"order 0: 1 − MSE = {table['one_minus_mse'][i]:.3f}"
     result = compare(cosine_matrix(emb), signature_cosine(sigs.orders[0]))
     if result["defined"]:
-        return f"order-0 Pearson $\\rho_{{(0)}}$ = {result['pearson']:.3f}"
-    return f"order 0: 1 − MSE = {result['one_minus_mse']:.3f} (r undefined)"
+        return f"order 0: $\\rho_{{(0)}}$ = {result['pearson']:.3f}"
+    return f"order 0: 1 − MSE = {result['one_minus_mse']:.3f}"
 
 
+@house_style
 def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figure:
     """The staircase in gradient space (SPEC §6.1): from ``theory.csv``, each signature order's
     share of the label-driven embedding gradient (top) and the cosine of its term with the actual
@@ -435,7 +446,7 @@ def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figu
     keep = (table["member"] == member) & (table["epoch"] >= 1)
     if not keep.any():
         raise InputError(f"theory.csv in {Path(run_dir)} has no rows at epochs >= 1 for member {member}")
-    fig, (ax_share, ax_cos) = plt.subplots(2, 1, sharex=True, figsize=(8.5, 6.4), layout="constrained")
+    fig, (ax_share, ax_cos) = plt.subplots(2, 1, sharex=True, figsize=(3.6, 4.2), layout="constrained")
     for order in np.unique(table["order"][keep]):
         rows = keep & (table["order"] == order)
         style = dict(color=PALETTE[order % len(PALETTE)], marker="os^D"[order % 4], markersize=3)
@@ -445,7 +456,7 @@ def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figu
     ax_share.set_xscale("log")
     ax_share.set_ylim(0, 1)
     ax_share.set_ylabel("share of the label-driven\ngradient norm")
-    ax_share.legend(fontsize=8, frameon=False)
+    ax_share.legend(frameon=False)
     ax_share.grid(True, alpha=0.3)
     ax_cos.set_ylim(-1.05, 1.05)
     ax_cos.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
@@ -453,5 +464,5 @@ def order_shares_figure(run_dir: str | os.PathLike, member: int = 0) -> plt.Figu
     ax_cos.set_xlabel(_LOG_EPOCH_LABEL)
     ax_cos.grid(True, alpha=0.3)
     fig.suptitle(f"Member {member}: which signature order drives the embeddings when\n"
-                 f"(relative residual of the decomposition: {residual.min():.2f}–{residual.max():.2f})", fontsize=11)
+                 f"(relative residual of the decomposition: {residual.min():.2f}–{residual.max():.2f})")
     return fig

@@ -11,9 +11,10 @@ import numpy as np
 
 from ctxstair.errors import InputError
 from ctxstair.lm.semantics import MEASURES, format_score
-from ctxstair.report.figures import plt  # sets the non-interactive backend
+from ctxstair.report.figures import house_style, plt  # sets the non-interactive backend
 
 
+@house_style
 def semantics_figure(result: dict, title: str):
     """PCA pictures of :func:`~ctxstair.lm.semantics.group_structure`'s (or
     :func:`~ctxstair.lm.semantics.embedding_structure`'s) result: one panel per ordered / cyclic
@@ -27,7 +28,7 @@ def semantics_figure(result: dict, title: str):
         raise InputError("no group has 3 or more words in the corpus: nothing to draw")
     columns = min(3, len(panels))
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 4.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.5 * columns, 2.5 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
     for ax, (name, entry) in zip(axes.flat, panels):
@@ -36,7 +37,7 @@ def semantics_figure(result: dict, title: str):
             labels = np.array(entry["labels"])
             for group in dict.fromkeys(entry["labels"]):
                 ax.scatter(*coords[labels == group].T, s=26, label=group, edgecolors="k", linewidths=0.3)
-            ax.legend(fontsize=7, loc="best")
+            ax.legend(loc="best")
             score = f"silhouette = {format_score(entry['value'])}"
         else:
             path = np.vstack([coords, coords[:1]]) if entry["kind"] == "cyclic" else coords
@@ -45,11 +46,11 @@ def semantics_figure(result: dict, title: str):
                        linewidths=0.3, zorder=2)
             score = f"{entry['measure']} = {format_score(entry['value'])}"
         for (x, y), word in zip(coords, entry["words"]):
-            ax.annotate(word, (x, y), fontsize=7, xytext=(2, 2), textcoords="offset points")
+            ax.annotate(word, (x, y), fontsize="small", xytext=(2, 2), textcoords="offset points")
         ax.set_xlabel(f"PC1 ({100 * entry['explained'][0]:.0f}% of variance)")
         ax.set_ylabel(f"PC2 ({100 * entry['explained'][1]:.0f}% of variance)")
-        ax.set_title(f"{name}: {score}\n{_uncertainty(entry)}", fontsize=9)
-    fig.suptitle(title, fontsize=11)
+        ax.set_title(f"{name}: {score}\n{_uncertainty(entry)}")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 
@@ -65,6 +66,7 @@ def _uncertainty(entry: dict) -> str:
     return ", ".join(parts)
 
 
+@house_style
 def scores_figure(result: dict, title: str, embeddings: dict | None = None):
     """Every group's score (and all categories together) with its chance level: signatures with
     their 95 % bootstrap interval, and, if given, the embeddings with their leave-one-word-out
@@ -73,7 +75,7 @@ def scores_figure(result: dict, title: str, embeddings: dict | None = None):
     sources = [("signatures", result, "tab:blue", "95% bootstrap CI")]
     if embeddings is not None:
         sources.append(("embeddings", embeddings, "tab:orange", "leave-one-word-out range"))
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(names) * len(sources) + 2.2))
+    fig, ax = plt.subplots(figsize=(3.6, 0.22 * len(names) * len(sources) + 1.4))
     offsets = np.linspace(-0.18, 0.18, len(sources)) if len(sources) > 1 else [0.0]
     chance_label = "chance (permutation mean)"
     for (source, res, colour, interval), offset in zip(sources, offsets):
@@ -94,12 +96,12 @@ def scores_figure(result: dict, title: str, embeddings: dict | None = None):
         ax.plot([], [], color=colour, lw=2, alpha=0.6, label=f"{source}: {interval}")
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels([f"{name}\n{MEASURES['category'] if name == 'categories' else result['groups'][name]['measure']}"
-                        for name in names], fontsize=8)
+                        for name in names])
     ax.invert_yaxis()
     ax.axvline(0, color="0.8", lw=0.8, zorder=0)
     ax.set_xlabel("score (the group's measure; 1 = structure recovered)")
     ax.set_ylabel("word group")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     return fig

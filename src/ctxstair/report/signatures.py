@@ -15,7 +15,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctxstair.alignment import fourier_signatures, signature_cosine
-from ctxstair.report.figures import pca_scatter, save_figure, similarity_heatmap
+from ctxstair.report.figures import (
+    DEFAULT_FIGURE_FORMAT,
+    house_style,
+    pca_scatter,
+    save_figure,
+    similarity_heatmap,
+)
 from ctxstair.signatures.hierarchy import SignatureHierarchy
 
 
@@ -28,9 +34,11 @@ def signature_views(sigs: SignatureHierarchy) -> list[tuple[str, np.ndarray]]:
     return views
 
 
-def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path) -> list[Path]:
+@house_style
+def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path,
+                            figure_format: str = DEFAULT_FIGURE_FORMAT) -> list[Path]:
     """Write ``signature_similarity.png`` (cosine heatmap per view, SPEC §3) and ``signature_pca.png`` (PCA of
-    the task tokens per view) into ``out_dir``; return the paths."""
+    the task tokens per view) into ``out_dir``, each with its ``figure_format`` copy; return the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     views = signature_views(sigs)
     paths = []
@@ -41,10 +49,9 @@ def write_signature_figures(sigs: SignatureHierarchy, task: str, out_dir: Path) 
         ("signature_pca.png", lambda ax, title, M: pca_scatter(ax, M, sigs.tokens, title),
          "signatures of the task tokens on their first two principal components"),
     ]:
-        fig, axes = plt.subplots(1, len(views), figsize=(5.6 * len(views), 4.8), squeeze=False, layout="constrained")
+        fig, axes = plt.subplots(1, len(views), figsize=(2.9 * len(views), 2.8), squeeze=False, layout="constrained")
         for ax, (title, M) in zip(axes[0], views):
             draw(ax, title, M)
         fig.suptitle(f"Task '{task}': {headline}")
-        save_figure(fig, out_dir / name)
-        paths.append(out_dir / name)
+        paths += save_figure(fig, out_dir / name, figure_format)
     return paths

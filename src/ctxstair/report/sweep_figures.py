@@ -18,6 +18,8 @@ import numpy as np
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from ctxstair.report.figures import house_style
+
 #: (file, title, [(column, label, log colour scale)]) of each figure; alignment figures need analysis.
 _EPOCH_FIGURE = ("phase_epochs.png", "When the staircase steps happen",
                  [("order0_max_epoch", "epoch of the order-0 maximum", True),
@@ -66,18 +68,19 @@ def phase_specs(analysed: bool, lm: bool) -> list[tuple[str, str, list[tuple[str
     return ([_EPOCH_FIGURE, _ALIGNMENT_FIGURE] if analysed else []) + [_TRAINING_FIGURE]
 
 
+@house_style
 def phase_figure(rows: list[dict[str, Any]], grid: dict[str, list[Any]], panels: list[tuple[str, str, bool]],
                  title: str) -> plt.Figure:
     """One panel per ``(column, label, log)``: a line plot over the only grid key, or a heatmap over
     the first two (module docstring)."""
     keys = list(grid)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 2.6), layout="constrained", squeeze=False)
     for ax, (column, label, log) in zip(axes[0], panels):
         if len(keys) == 1:
             _line_panel(ax, rows, keys[0], grid[keys[0]], column, label, log)
         else:
             _heatmap_panel(ax, rows, keys[:2], [grid[k] for k in keys[:2]], column, label, log)
-    fig.suptitle(f"{title} across the sweep", fontsize=12)
+    fig.suptitle(f"{title} across the sweep")
     return fig
 
 
@@ -111,8 +114,8 @@ def _line_panel(ax: plt.Axes, rows, key: str, values: list[Any], column: str, la
     ax.set_xlim(xs.min() - pad, xs.max() + pad)
     ax.set_xlabel(key)
     ax.set_ylabel(label + (" (log scale)" if ax.get_yscale() == "log" else ""))
-    ax.set_title(label, fontsize=10)
-    ax.legend(fontsize=8, loc="best")
+    ax.set_title(label)
+    ax.legend(loc="best")
 
 
 def _heatmap_panel(ax: plt.Axes, rows, keys: list[str], values: list[list[Any]], column: str, label: str,
@@ -132,14 +135,15 @@ def _heatmap_panel(ax: plt.Axes, rows, keys: list[str], values: list[list[Any]],
         positive.max() > positive.min() else None
     image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap="viridis", norm=norm)
     for (i, j), text in texts.items():
-        ax.text(j, i, text, ha="center", va="center", fontsize=8, color="white" if np.isnan(grid[i, j]) else "black",
+        ax.text(j, i, text, ha="center", va="center", fontsize="small",
+                color="white" if np.isnan(grid[i, j]) else "black",
                 bbox=dict(boxstyle="round,pad=0.15", fc="white", alpha=0.6, lw=0))
     ax.set_xticks(range(len(vx)), [str(v) for v in vx])
     ax.set_yticks(range(len(vy)), [str(v) for v in vy])
     ax.set_xlabel(kx)
     ax.set_ylabel(ky)
     ax.set_facecolor("#cccccc")
-    ax.set_title(label, fontsize=10)
+    ax.set_title(label)
     bar = ax.figure.colorbar(image, ax=ax, label=label + (" (log colour scale)" if norm is not None else ""))
     if norm is not None:
         _plain_numbers(bar.ax.yaxis)
@@ -156,12 +160,13 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
+@house_style
 def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
     """ρ_next (left) and the held-out loss (right) against the training step for every cell of a
     language-model sweep, one colour per cell; ``courses``: cell label -> the dict of
     :func:`ctxstair.report.measures.rho_next_course`. The step axis is linear up to 10, then log."""
     rows_of_labels = -(-len(courses) // 3)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8 + 0.22 * rows_of_labels), layout="constrained")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 2.8 + 0.13 * rows_of_labels), layout="constrained")
     colours = plt.cm.viridis(np.linspace(0, 0.95, max(1, len(courses))))
     for colour, (label, course) in zip(colours, courses.items()):
         left.plot(course["steps"], course["rho"], color=colour, lw=1.4, marker="o", ms=2, label=label)
@@ -171,7 +176,7 @@ def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
         ax.set_xscale("symlog", linthresh=10)
         ax.set_xlabel("training step")
         ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7)
-    fig.suptitle(f"ρ_next and held-out loss of all {len(courses)} cells", fontsize=12)
+        ax.set_title(title)
+    fig.legend(*left.get_legend_handles_labels(), loc="outside lower center", ncol=3)
+    fig.suptitle(f"ρ_next and held-out loss of all {len(courses)} cells")
     return fig

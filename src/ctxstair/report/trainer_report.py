@@ -17,7 +17,7 @@ import numpy as np
 
 from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, SHUFFLED
 from ctxstair.monitor import SETTINGS_FILE
-from ctxstair.report.figures import save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, save_figure
 from ctxstair.report.html import write_report
 from ctxstair.report.lm_figures import staircase_figure
 from ctxstair.report.lm_series import StaircaseSeries, read_state_file, trainer_series
@@ -78,13 +78,14 @@ def _row(name: str, measured: str, expected: str) -> dict:
     return {"name": name, "measured": measured, "expected": expected, "met": None}
 
 
-def write_trainer_report(directory: str | Path) -> Path:
-    """Draw ``figures/staircase.png`` and write ``report.html`` into a Trainer output directory
-    (module docstring); returns the report's path. InputError without staircase measurements."""
+def write_trainer_report(directory: str | Path, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
+    """Draw ``figures/staircase.png`` (with its ``figure_format`` copy) and write ``report.html`` into a
+    Trainer output directory (module docstring); returns the report's path. InputError without
+    staircase measurements."""
     directory = Path(directory)
     series = trainer_series(directory)
     save_figure(staircase_figure(series, "The Context Staircase measured live in a Trainer run (SPEC §6.4, §7)"),
-                directory / FIGURE)
+                directory / FIGURE, figure_format)
     paragraph, rows = key_numbers(series)
     settings = directory / SETTINGS_FILE
     tokens = ""

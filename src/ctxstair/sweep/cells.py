@@ -36,6 +36,7 @@ import numpy as np
 from ctxstair import numerics, rundir
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.report import measures as ms
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT
 from ctxstair.run import Run
 
 #: Columns of one member's numbers, in ``sweep.csv`` order.
@@ -48,7 +49,8 @@ LM_NUMBER_COLUMNS = ms.RHO_NEXT_NUMBERS + ("train_seconds",)
 @dataclass(frozen=True)
 class CellJob:
     """What a worker needs to train one cell into ``out``: the recipe, every override (``--set`` and
-    the cell's grid values), the number of seeds, whether to analyse, and its torch thread count."""
+    the cell's grid values), the number of seeds, whether to analyse, its torch thread count and the
+    format of its figures' vector copies (:data:`ctxstair.report.figures.FIGURE_FORMATS`)."""
 
     recipe: str
     overrides: dict[str, Any]
@@ -56,6 +58,7 @@ class CellJob:
     analysis: bool
     out: str
     threads: int = 1
+    figure_format: str = DEFAULT_FIGURE_FORMAT
 
 
 def run_cell(job: CellJob) -> str:
@@ -73,7 +76,7 @@ def run_cell(job: CellJob) -> str:
     torch.set_num_threads(job.threads)
     try:
         run_recipe(job.recipe, out, job.overrides, seeds=job.seeds, resume=resumable, progress=False,
-                   analysis=job.analysis)
+                   analysis=job.analysis, figure_format=job.figure_format)
     finally:
         torch.set_num_threads(threads)  # a sweep run in the caller's process leaves its setting alone
     return job.out

@@ -35,7 +35,7 @@ from ctxstair.errors import InputError
 from ctxstair.io import Output, claim_output
 from ctxstair.recipes import base as recipes
 from ctxstair.report import measures as ms
-from ctxstair.report.figures import save_figure
+from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, save_figure
 from ctxstair.report.html import write_report
 from ctxstair.sweep.backends import import_ray, run_local, run_ray, unpack_cell
 from ctxstair.sweep.cells import CellJob, default_threads, language_model_cell, member_rows
@@ -47,15 +47,18 @@ BACKENDS = ("local", "ray")
 def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], overrides: dict[str, Any] | None = None, *,
               seeds: int | None = None, backend: str = "local", workers: int | None = None,
               ray_address: str | None = None, analysis: bool = True, resume: bool = False,
-              force: bool = False) -> Path:
+              force: bool = False, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
     """Train every cell of ``grid`` (:func:`~ctxstair.sweep.grid.parse_grid`) for ``recipe`` with the
     fixed ``overrides``, ``seeds`` batched members per cell, on ``backend``; merge and report.
 
     ``workers``: cells trained at once (default: one per CPU core, at most one per cell); each
     worker gets ``cores // workers`` torch threads. Every cell's configuration is checked before
-    anything is written. InputError for a bad recipe, key or value, an existing ``out`` without
-    ``resume``/``force``, a ``resume`` with a different sweep, or ``backend="ray"`` without Ray."""
+    anything is written. ``figure_format``: the vector copy beside every figure's PNG, the cells' and
+    the sweep's (:data:`~ctxstair.report.figures.FIGURE_FORMATS`). InputError for a bad recipe, key,
+    value or figure format, an existing ``out`` without ``resume``/``force``, a ``resume`` with a
+    different sweep, or ``backend="ray"`` without Ray."""
     overrides = dict(overrides or {})
+    check_figure_format(figure_format)
     recipe_obj = recipes.get(recipe)
     if not recipe_obj.sweepable:
         sweepable = ", ".join(r.name for r in recipes.all_recipes() if r.sweepable)
@@ -88,7 +91,7 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
     for c in todo:
         cell_overrides, cell_analysis = recipe_obj.cell_run({**overrides, **c.overrides}, analysis)
         jobs.append(CellJob(recipe, cell_overrides, seeds, cell_analysis, str(_partial(out, c)),
-                            default_threads(workers)))
+                            default_threads(workers), figure_format))
     started = time.perf_counter()
 
     def finished(i: int, archive: bytes | None = None) -> None:
@@ -104,7 +107,7 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
         run_local(jobs, workers, finished)
     else:
         run_ray(jobs, workers, ray_address, finished)
-    write_sweep_report(out)
+    write_sweep_report(out, figure_format)
     output.commit()
     return final_out
 
@@ -140,8 +143,9 @@ def sweep_rows(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def write_sweep_report(out: str | Path) -> Path:
-    """(Re)build ``sweep.csv``, the phase diagrams and ``report.html`` of a sweep directory; return it."""
+def write_sweep_report(out: str | Path, figure_format: str = DEFAULT_FIGURE_FORMAT) -> Path:
+    """(Re)build ``sweep.csv``, the phase diagrams (PNG and their ``figure_format`` copies) and
+    ``report.html`` of a sweep directory; return it."""
     from ctxstair.report import sweep_figures
 
     out = Path(out)
@@ -161,7 +165,7 @@ def write_sweep_report(out: str | Path) -> Path:
             sweep_figures.rho_next_curves_figure(courses))
     captions = []
     for name, (caption, fig) in figures.items():
-        save_figure(fig, out / "figures" / name)
+        save_figure(fig, out / "figures" / name, figure_format)
         captions.append((caption, Path("figures") / name))
     done = {row["cell"] for row in rows}
     write_report(out, title=f"sweep of {spec['recipe']} over {' × '.join(spec['grid'])}",
