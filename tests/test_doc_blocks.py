@@ -37,7 +37,8 @@ BLOCK = re.compile(r"(?:<!-- doc-block (given|not run): ([^\n]*?) -->\n)?```(?:p
 #: The blocks that do not run offline, as (file, the reason its marker gives). A new one must be added
 #: here too, so that the set stays small and seen.
 NOT_RUN = {
-    ("docs/language-models.md", "it reads the released checkpoints of EleutherAI/pythia-160m from the Hugging Face Hub"),
+    ("docs/language-models.md",
+     "it reads the released checkpoints of EleutherAI/pythia-160m from the Hugging Face Hub"),
 }
 
 
@@ -201,6 +202,8 @@ def _cache(world: World) -> Path:
     from model_helpers import save_llama, write_llama_gguf
 
     cache = world.root / "cache"
+    if cache.exists():                     # built for the other of the two names
+        return cache
     hf = save_llama(world.root / "smollm2-hf", world.text_tokenizer())
     (cache / "smollm2").mkdir(parents=True)
     write_llama_gguf(cache / "smollm2" / "smollm2.gguf", hf, world.text_tokenizer())
