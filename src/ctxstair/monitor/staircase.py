@@ -160,7 +160,7 @@ class StaircaseMonitor:
             builds them.
         paths: measure the attention paths and path shares (models with a view only).
         **settings: the :class:`~ctxstair.lm.staircase.StaircaseSettings` of the measurement, with
-                its defaults (the same as ``analyze-model`` and the LM runs): ``attention_windows`` (the first
+            its defaults (the same as ``analyze-model`` and the LM runs): ``attention_windows`` (the first
             windows of a permutation of all windows seeded with ``seed``, each cut to the model's
             ``max_seq_len``), ``path_windows`` (the first of them, for the path shares, which cost
             2L + 1 backward passes for L layers), ``prefix_labels``, ``probe_steps``,
