@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test stress bench clean
+.PHONY: demo test reference stress bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The API reference from the docstrings (mkdocs.yml), warnings as errors, into a temporary folder.
+reference: $(STAMP)
+	site=$$(mktemp -d) && $(BIN)/mkdocs build --strict --quiet --site-dir $$site && echo "API reference: $$site/index.html"
 
 # Thirty kills each of `ctxstair run staircase-add` and `ctxstair lm train`, twelve of attention-arith,
 # all under load and each resumed: byte-identical (≈ 12 min); fifty monitored two-process FSDP2 jobs

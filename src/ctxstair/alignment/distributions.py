@@ -21,14 +21,12 @@ def distribution_match(p_model: object, p_data: object, *, atol: float = 1e-6) -
         atol: allowed deviation of each vector's sum from 1.
 
     Returns:
-        dict with (floats, or (B,) arrays for a batch)
-
-        * ``pearson``: Pearson r between the two vectors; NaN when either is constant (e.g. a
-          uniform label law), with the tolerance of :func:`~ctxstair.alignment.compare`;
-        * ``kl``: KL(p_data ‖ p_model) = Σ p_data log(p_data / p_model) in nats, the data-weighted
-          direction (the loss the model minimises, up to the data entropy); ``0 · log 0 = 0``, and
-          ``inf`` when the model gives 0 to a label the data uses;
-        * ``jsd``: Jensen–Shannon divergence in nats, in [0, ln 2].
+        dict of floats, or of (B,) arrays for a batch: ``pearson``, the Pearson r between the two
+            vectors (NaN when either is constant, e.g. a uniform label law, with the tolerance of
+            :func:`~ctxstair.alignment.compare`); ``kl``, KL(p_data ‖ p_model) = Σ p_data log(p_data /
+            p_model) in nats, the data-weighted direction (the loss the model minimises, up to the data
+            entropy; ``0 · log 0 = 0``, and ``inf`` when the model gives 0 to a label the data uses);
+            ``jsd``, the Jensen–Shannon divergence in nats, in [0, ln 2].
     """
     q = _probabilities(p_model, "p_model", atol)
     p = _probabilities(p_data, "p_data", atol)

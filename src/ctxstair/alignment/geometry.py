@@ -37,7 +37,8 @@ def topk_overlap(S_a: object, S_b: object, k: int) -> float:
     itself excluded); ties are broken in favour of the lower index.
 
     Args:
-        S_a, S_b: (n, n) similarity matrices (e.g. cosine matrices) of the same tokens.
+        S_a: (n, n) similarity matrix (e.g. a cosine matrix) of the tokens.
+        S_b: (n, n) similarity matrix of the same tokens.
         k: neighbourhood size, 1..n−1.
 
     Returns:

@@ -114,7 +114,8 @@ def permuted_pearson(S_a: object, S_b: object, permutations: object, *, rtol: fl
     only the covariance with ``S_b`` is computed per permutation; no ranks.
 
     Args:
-        S_a, S_b: (n, n) symmetric matrices.
+        S_a: (n, n) symmetric matrix, the one permuted.
+        S_b: (n, n) symmetric matrix.
         permutations: int (P, n), each row a permutation of ``0..n-1``.
         rtol: constant-triangle tolerance as in :func:`compare`.
 
@@ -152,7 +153,8 @@ def partial_correlation(S_emb: object, S_1: object, S_0: object, *, rtol: float 
 
     Args:
         S_emb: (n, n) or a stack (..., n, n) of embedding cosine matrices.
-        S_1, S_0: (n, n) (or broadcasting stacks).
+        S_1: (n, n) similarity matrix whose alignment is measured (or a broadcasting stack).
+        S_0: (n, n) similarity matrix controlled for (or a broadcasting stack).
         rtol: constant-triangle tolerance passed to :func:`compare`.
 
     Returns:
@@ -172,7 +174,9 @@ def permuted_partial_correlation(S_emb: object, S_1: object, S_0: object, permut
     in place, so their correlation is computed once.
 
     Args:
-        S_emb, S_1, S_0: (n, n) symmetric matrices.
+        S_emb: (n, n) symmetric matrix, the one permuted.
+        S_1: (n, n) symmetric matrix.
+        S_0: (n, n) symmetric matrix controlled for.
         permutations: int (P, n), as :func:`permuted_pearson`.
         rtol: constant-triangle tolerance as in :func:`compare`.
 

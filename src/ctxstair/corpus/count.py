@@ -95,13 +95,13 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             :func:`ctxstair.corpus.sources.windows`).
         count: which statistics (:data:`COUNTABLE`).
         tokens: the tracked tokens T given, instead of the ``k`` most frequent word-like ones.
-        k, prefix_labels, attention_windows, seed: the LM staircase settings the statistics are
-            counted for (default: :class:`ctxstair.lm.staircase.StaircaseSettings`'s, which are the
-            LM runs' :class:`~ctxstair.config.lm.LMAnalysisConfig`).
-        groups, block_tokens: with ``groups`` counted, the words of ``ctxstair semantics`` (word -> its
-            token ids) whose next-token pairs are counted per block of ``block_tokens`` positions.
-        dtype, column, text_ok: the token dtype of flat ``.bin`` files, the token column of tables,
-            and whether a flat ``.bin`` that reads as text is counted (:func:`~ctxstair.corpus.flat.refuse_text`).
+        k: how many tracked tokens; prefix_labels, attention_windows, seed: with ``k``, the LM staircase
+            settings counted for (default: :class:`ctxstair.lm.staircase.StaircaseSettings`'s, which are
+            the LM runs' :class:`~ctxstair.config.lm.LMAnalysisConfig`).
+        groups: with ``groups`` counted, the words of ``ctxstair semantics`` (word -> its token ids)
+            whose next-token pairs are counted per block of ``block_tokens`` positions.
+        dtype: the token dtype of flat ``.bin`` files; column: the token column of tables; text_ok: whether
+            a flat ``.bin`` that reads as text is counted (:func:`~ctxstair.corpus.flat.refuse_text`).
         workers: local worker processes; ray: a Ray address (``local``, ``auto`` or an address),
             instead of local processes.
         unit_tokens: tokens per work unit (default: an equal share of the corpus per worker, at most

@@ -215,8 +215,9 @@ class StaircaseSetup:
                 rows of :class:`~ctxstair.signatures.NextTokenCounts`); a row's sum is the token's
                 number of events, positions with a next token.
             sample: int (n, T_win) the windows for the attention paths.
-            prefix_labels, prefix_counts: the labels (Y,) and the counts (T, Y, T) of
-                :func:`~ctxstair.signatures.prefix_counts` over context T, for the probe.
+            prefix_labels: the labels (Y,) of the probe's prefix counts.
+            prefix_counts: the counts (T, Y, T) of :func:`~ctxstair.signatures.prefix_counts` over
+                context T, for the probe.
             sample_indices: where the sample's windows sit in the corpus (recorded only).
             token_strings: the tokens' strings.
             corpus: what was counted, ``windows`` and ``window`` (recorded only; default: the sample's).

@@ -33,8 +33,12 @@ class StaircaseLightningCallback(pl.Callback):
 
     Args:
         monitor: the monitor, built from a sample of the training corpus.
-        log_points, every, paths_every, probe_every: the :class:`~ctxstair.monitor.staircase.Cadence`
-            over the run's steps (``trainer.max_steps``, else ``trainer.estimated_stepping_batches``).
+        log_points: ρ_next's log-spaced steps up to ``every``. This and the next three are the
+            :class:`~ctxstair.monitor.staircase.Cadence` over the run's steps (``trainer.max_steps``,
+            else ``trainer.estimated_stepping_batches``), with its defaults.
+        every: then ρ_next every ``every`` steps.
+        paths_every: the path measures' stride.
+        probe_every: the probe's stride.
         model: picks the network out of the LightningModule (default: the module itself when it has
             input embeddings, else its ``model`` attribute).
 

@@ -108,8 +108,10 @@ class Cadence:
 
     Args:
         max_steps: the run's number of optimizer steps, >= 1.
-        log_points, every: as :func:`monitor_steps` (defaults 24 and 250).
-        paths_every: default 1000; probe_every: default None (never: each probe measurement costs
+        log_points: as :func:`monitor_steps` (default 24).
+        every: as :func:`monitor_steps` (default 250).
+        paths_every: the path measures' stride, default 1000.
+        probe_every: the probe's stride, default None (never: each probe measurement costs
             about a hundred training steps of a small model; the probe's curve comes afterwards from
             the saved checkpoints, with ``ctxstair analyze-model``, outside the training).
     """
@@ -157,12 +159,12 @@ class StaircaseMonitor:
             the first probe measurement, so a monitor whose cadence never asks for the probe never
             builds them.
         paths: measure the attention paths and path shares (models with a view only).
-        The rest are the :class:`~ctxstair.lm.staircase.StaircaseSettings` of the measurement, with
-        its defaults (the same as ``analyze-model`` and the LM runs): ``attention_windows`` (the first
-        windows of a permutation of all windows seeded with ``seed``, each cut to the model's
-        ``max_seq_len``), ``path_windows`` (the first of them, for the path shares, which cost
-        2L + 1 backward passes for L layers), ``prefix_labels``, ``probe_steps``,
-        ``heldout_fraction``, ``seed``.
+        **settings: the :class:`~ctxstair.lm.staircase.StaircaseSettings` of the measurement, with
+            its defaults (the same as ``analyze-model`` and the LM runs): ``attention_windows`` (the first
+            windows of a permutation of all windows seeded with ``seed``, each cut to the model's
+            ``max_seq_len``), ``path_windows`` (the first of them, for the path shares, which cost
+            2L + 1 backward passes for L layers), ``prefix_labels``, ``probe_steps``,
+            ``heldout_fraction``, ``seed``.
 
     Attributes:
         setup: the :class:`~ctxstair.lm.staircase.StaircaseSetup`.
@@ -222,8 +224,9 @@ class StaircaseMonitor:
                 or the network inside with ``root=``) or DeepSpeed ZeRO-3: every rank must call
                 ``measure`` at the same steps (the weights it reads are gathered by collectives that
                 every rank joins), and only rank 0 gets the numbers; the others get ``{}``.
-            probe, paths: take the probe / the path measures this time (default: the monitor's
-                settings; True for a part the monitor was built without is an InputError).
+            probe: take the probe this time (default: the monitor's setting; True for a monitor
+                built without it is an InputError).
+            paths: take the path measures this time (the same way).
             root: the FSDP1 ``FullyShardedDataParallel`` root that holds ``model`` (the callbacks
                 pass the training's wrapper); anything else given here is ignored.
 

@@ -52,9 +52,11 @@ class StaircaseCallback(TrainerCallback):
 
     Args:
         monitor: the monitor, built from a sample of the training corpus.
-        log_points, every, paths_every, probe_every: the :class:`~ctxstair.monitor.staircase.Cadence`
-            over the run's ``max_steps`` (ρ_next at 24 log-spaced steps up to 250, then every 250;
-            the path measures every 1000 steps and at the last; the probe never, by default).
+        log_points: ρ_next's log-spaced steps up to ``every`` (default 24). This and the next three
+            are the :class:`~ctxstair.monitor.staircase.Cadence` over the run's ``max_steps``.
+        every: then ρ_next every ``every`` steps (default 250).
+        paths_every: the path measures every ``paths_every`` steps and at the last (default 1000).
+        probe_every: the probe's stride (default None: never).
 
     Besides the monitor's numbers, ``staircase/seconds`` is the wall time of each measurement. At
     the start of training the main process writes the monitor's settings, the token strings (when

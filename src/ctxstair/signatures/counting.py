@@ -79,9 +79,10 @@ def label_signature(
         X: int (n, L) token ids; y: int (n,) labels; both in ``0..vocab_size-1``.
         order: m, ``0 <= m <= L-1``.
         vocab_size: V.
-        tokens, labels, context: optional id subsets selecting the conditioning tokens ``α``, the
-            labels ``ν`` and the context tokens ``β`` (default: all V ids). A subset selects entries
-            of the full signature; nothing is renormalised.
+        tokens: optional id subset selecting the conditioning tokens ``α`` (default: all V ids).
+            A subset selects entries of the full signature; nothing is renormalised.
+        labels: optional id subset selecting the labels ``ν`` (default: all V ids).
+        context: optional id subset selecting the context tokens ``β`` (default: all V ids).
         weights: optional (n,) non-negative sample weights.
         max_bytes: memory budget for the dense result (default 2 GiB); a larger request raises
             :class:`~ctxstair.errors.TooLargeError` before anything is allocated.

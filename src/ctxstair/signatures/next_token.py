@@ -63,9 +63,10 @@ class NextTokenCounts:
 
     Args:
         vocab_size: V.
-        tokens, labels: optional id subsets: which first tokens ``α`` (rows) and which next tokens
-            ``ν`` (columns) the signature keeps (default: all V). Nothing is renormalised: a row
-            still divides by all pairs starting with ``α``.
+        tokens: optional id subset: which first tokens ``α`` (rows) the signature keeps (default:
+            all V).
+        labels: optional id subset: which next tokens ``ν`` (columns) it keeps (default: all V).
+            Nothing is renormalised: a row still divides by all pairs starting with ``α``.
         max_bytes: memory budget of the dense (len(tokens), len(labels)) float64 counts (default
             2 GiB); a larger request raises :class:`~ctxstair.errors.TooLargeError` here.
 
@@ -158,7 +159,8 @@ def next_token_signature(windows: np.ndarray, vocab_size: int, tokens: np.ndarra
         windows: int (n, T) token ids in ``0..vocab_size-1``, T >= 2; the pairs are
             ``(x_s, x_{s+1})`` for ``s < T-1``.
         vocab_size: V.
-        tokens, labels: optional id subsets for ``α`` (rows) and ``ν`` (columns), default all V.
+        tokens: optional id subset for ``α`` (rows), default all V.
+        labels: optional id subset for ``ν`` (columns), default all V.
         weights: optional (n,) non-negative per-window weights.
         max_bytes: memory budget for the dense result (default 2 GiB).
 
@@ -180,7 +182,8 @@ def previous_token_signature(windows: np.ndarray, vocab_size: int, tokens: np.nd
     Args:
         windows: int (n, T) token ids in ``0..vocab_size-1``, T >= 2.
         vocab_size: V.
-        tokens, labels: optional id subsets for ``ν`` (rows) and ``α`` (columns), default all V.
+        tokens: optional id subset for ``ν`` (rows), default all V.
+        labels: optional id subset for ``α`` (columns), default all V.
 
     Returns:
         float64 (len(tokens), len(labels)); the row of a token never seen at a position s >= 1 is zero.

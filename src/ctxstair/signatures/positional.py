@@ -60,8 +60,10 @@ def position_label_signature(
         vocab_size: V.
         positions: 1 or 2 fixed positions ``(s1[, s2])`` in ``0..L-1`` (0-based; ``L-1`` is the last).
         given_position: ``s0`` to condition on ``x_{s0} = α`` instead of ``x_I = α`` with ``I`` uniform.
-        tokens, labels, context: optional id subsets for ``α``, ``ν`` and ``β`` (default all V ids);
-            a subset selects entries of the full signature, nothing is renormalised.
+        tokens: optional id subset for ``α`` (default all V ids); a subset selects entries of the
+            full signature, nothing is renormalised.
+        labels: optional id subset for ``ν`` (default all V ids).
+        context: optional id subset for ``β`` (default all V ids).
         weights: optional (n,) non-negative sample weights.
         max_bytes: memory budget for the dense result (default 2 GiB); a larger request raises
             :class:`~ctxstair.errors.TooLargeError` before anything is allocated.
@@ -109,7 +111,11 @@ def attention_label_signature(
         vocab_size: V.
         positions: 0, 1 or 2 fixed positions in ``0..L-1`` to condition on.
         attention_at: a position ``t`` whose weight ``a_t`` multiplies ``a_I`` (default: none).
-        tokens, labels, context, weights, max_bytes: as :func:`position_label_signature`.
+        tokens: as :func:`position_label_signature`.
+        labels: as :func:`position_label_signature`.
+        context: as :func:`position_label_signature`.
+        weights: as :func:`position_label_signature`.
+        max_bytes: as :func:`position_label_signature`.
 
     Returns:
         float64 ``(len(tokens), len(labels), *[len(context)] * len(positions))``: the weighted sum of

@@ -50,9 +50,10 @@ def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray
 
     Args:
         windows: int (n, T) token ids, one row per training window, T >= 2.
-        tokens, labels, context: int id arrays selecting ``α``, ``ν`` and ``β`` (any non-negative
-            ids, in any order, no duplicates; an id that never occurs in ``windows`` is allowed and
-            gets zeros).
+        tokens: int id array selecting ``α`` (any non-negative ids, in any order, no duplicates;
+            an id that never occurs in ``windows`` is allowed and gets zeros).
+        labels: int id array selecting ``ν``, the same way.
+        context: int id array selecting ``β``, the same way.
         max_bytes: memory budget for the dense result (default 2 GiB); a larger request raises
             :class:`~ctxstair.errors.TooLargeError` before anything is allocated.
 
@@ -74,8 +75,9 @@ def prefix_counts(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray, c
                   ) -> tuple[np.ndarray, np.ndarray]:
     """The integer counts behind :func:`prefix_signature` (SPEC §7), exact in float64 up to 2^53.
 
-    Args: as :func:`prefix_signature`, and ``out``: float64 ``(counts, events)`` of the shapes below to
-        add this call's counts into (a corpus counted piece by piece allocates its result once).
+    The arguments are those of :func:`prefix_signature`, and ``out``: float64 ``(counts, events)`` of
+    the shapes below to add this call's counts into (a corpus counted piece by piece allocates its
+    result once).
 
     Returns:
         ``(counts, events)``: float64 (len(tokens), len(labels), len(context)), the number of positions
