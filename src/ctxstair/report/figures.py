@@ -22,7 +22,7 @@ import numpy as np
 
 from ctxstair.alignment.pca import pca
 from ctxstair.errors import InputError
-from ctxstair.io import atomic_write_bytes
+from ctxstair.io import atomic_write_bytes, remove_output
 
 Drawn = TypeVar("Drawn")
 
@@ -127,7 +127,7 @@ def save_figure(fig: plt.Figure, path: str | os.PathLike,
     path = Path(path)
     formats = ["png"] + ([] if check_figure_format(figure_format) == "png" else [figure_format])
     for stale in set(FIGURE_FORMATS) - set(formats):
-        path.with_suffix(f".{stale}").unlink(missing_ok=True)
+        remove_output(path.with_suffix(f".{stale}"))  # and from the output's record
     written = []
     for kind in formats:
         buffer = io.BytesIO()
