@@ -34,7 +34,7 @@ import threading
 from pathlib import Path
 
 import ctxstair
-from ctxstair import numerics, rundir, tasks
+from ctxstair import numerics, progress, rundir, tasks
 from ctxstair.cli.options import add_training_options
 from ctxstair.config import parse_overrides
 from ctxstair.devices import with_device
@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
                 numerics.configure(reproducible=True)
             if hasattr(args, "reproducible") and numerics.settings()["mode"] == "reproducible":
                 numerics.apply_to_torch()  # a CPU without AVX2 is refused before anything is written
-            (_COMMANDS.get(args.command) or args.handler)(args)
+            # Progress on stderr for the long commands (those with --quiet), unless --quiet.
+            with progress.shown(not getattr(args, "quiet", True)):
+                (_COMMANDS.get(args.command) or args.handler)(args)
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,17 +167,28 @@ def read_json_file(file: Path) -> object:
         raise InputError(f"cannot read {file}: {first_line(error)}") from None
 
 
+def _below_error(record: logging.LogRecord) -> bool:
+    """A logging filter that keeps errors only."""
+    return record.levelno >= logging.ERROR
+
+
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
+    """Silence ``transformers`` warnings and progress bars (``save_pretrained``'s "Writing model
+    shards") for one load or save, then restore them; and DeepSpeed's warnings, which ``accelerate``
+    imports when it is installed and whose "Setting accelerator to CPU" goes to stdout (its logger
+    writes there), where a command's result belongs."""
     from transformers.utils import logging as hf_logging
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    deepspeed = logging.getLogger("DeepSpeed")  # the same logger object before and after DeepSpeed is imported
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    deepspeed.addFilter(_below_error)
     try:
         yield
     finally:
+        deepspeed.removeFilter(_below_error)
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
