@@ -143,12 +143,8 @@ def probe_alignment(
         tri = _probe_triangle(phi_t, v, rows, cols)
         scores = _weighted_pearson(tri, target, heldout, undefined_as_nan=True)[..., 0].numpy()
         v = v[:, :, 0, 0].numpy() if order == 1 else v[:, :, 0].numpy()
-    return ProbeResult(
-        heldout_pearson=scores.mean(axis=1),
-        heldout_pearson_per_fold=scores,
-        v=v,
-        pair_folds=pair_folds.numpy(),
-    )
+    return ProbeResult(heldout_pearson=scores.mean(axis=1), heldout_pearson_per_fold=scores, v=v,
+                       pair_folds=pair_folds.numpy())
 
 
 def _deal_pairs(n_pairs: int, folds: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
