@@ -61,29 +61,32 @@ def test_a_run_logs_progress_lines_and_quiet_logs_none_with_the_same_stdout_and_
         assert (tmp_path / "quiet" / name).read_bytes() == (tmp_path / "shown" / name).read_bytes(), name
 
 
-def test_a_log_gets_no_line_before_the_interval(tmp_path, capsys):
-    """The default interval: a command shorter than it writes only its result, so a refusal or an
-    interruption stays the one line on stderr."""
-    assert progress.INTERVAL_VARIABLE not in os.environ
+def test_a_log_gets_no_line_before_the_interval(tmp_path, capsys, monkeypatch):
+    """A command shorter than the interval writes only its result, so a refusal or an interruption
+    stays the one line on stderr; the interval is 30 s unless CTXSTAIR_PROGRESS_SECONDS says otherwise."""
+    monkeypatch.setenv(progress.INTERVAL_VARIABLE, "3600")
     assert main(["run", "staircase-add", *TINY_RUN, "--no-analysis", "--out", str(tmp_path / "run")]) == 0
     assert capsys.readouterr().err == ""
+    monkeypatch.delenv(progress.INTERVAL_VARIABLE)
+    assert progress.interval() == progress.INTERVAL == 30
+    monkeypatch.setenv(progress.INTERVAL_VARIABLE, "2.5")
+    assert progress.interval() == 2.5
 
 
-def test_the_python_api_prints_nothing_unless_asked(tmp_path, capsys):
+def test_the_python_api_prints_nothing_unless_asked(tmp_path, capsys, monkeypatch):
     cfg = apply_overrides(RunConfig(), {"task.N": 6, "model.d": 8, "train.epochs": 5, "snapshots.log_points": 1})
-    os.environ[progress.INTERVAL_VARIABLE] = "0"
-    try:
-        train_run(cfg, tmp_path / "silent")
-        assert capsys.readouterr() == ("", "")
-        with progress.shown():
-            train_run(cfg, tmp_path / "asked")
-        err = capsys.readouterr().err.splitlines()
-        with progress.shown(False):
-            train_run(cfg, tmp_path / "off")
-        assert capsys.readouterr() == ("", "")
-    finally:
-        del os.environ[progress.INTERVAL_VARIABLE]
+    monkeypatch.setenv(progress.INTERVAL_VARIABLE, "0")
+    train_run(cfg, tmp_path / "silent")
+    assert capsys.readouterr() == ("", "")
+    with progress.shown():
+        train_run(cfg, tmp_path / "asked")
+    err = capsys.readouterr().err.splitlines()
     assert len(err) == 5 and all(LINE.match(line) for line in err), err
+    with progress.shown(False):
+        train_run(cfg, tmp_path / "off")
+    assert capsys.readouterr() == ("", "")
+    train_run(cfg, tmp_path / "explicit", progress=True)
+    assert len(capsys.readouterr().err.splitlines()) == 5
     assert (tmp_path / "silent" / "metrics.jsonl").read_bytes() == (tmp_path / "asked" / "metrics.jsonl").read_bytes()
 
 
@@ -142,3 +145,16 @@ def test_corpus_count_and_tokenize_report_progress_unless_quiet(tmp_path, monkey
     assert LINE.match(err[-1])["percent"] == "100" and "documents=3,000" in err[-1], err
     assert main([*tokenize, "--out", str(tmp_path / "quiet-docs"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_lm_train_prints_its_result_alone_no_deepspeed_or_shard_bar(tmp_path):
+    """The export's save_pretrained is silenced: DeepSpeed's "Setting accelerator to CPU" (stdout) and
+    the "Writing model shards" bar (stderr) do not show; with no progress line due, stderr is empty."""
+    settings = ["model.d_model=16", "model.n_layers=1", "model.n_heads=2", "model.head_dim=8", "model.d_mlp=32",
+                "corpus.window=16", "corpus.vocab_size=300", "corpus.max_tokens=5000", "train.steps=10",
+                "train.batch_size=4", "snapshots.log_points=1", "snapshots.every=10"]
+    tiny = [arg for setting in settings for arg in ("--set", setting)]
+    done = _command(["lm", "train", *tiny, "--no-analysis"], tmp_path / "lm", tmp_path / "lm.log", "3600")
+    assert done.returncode == 0, (tmp_path / "lm.log").read_text()[-2000:]
+    assert (tmp_path / "lm.log").read_text() == ""
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == ["report", "explorer"], done.stdout

@@ -1,5 +1,7 @@
 """Command line of ctxstair. Bad input exits with code 2 and one line on stderr, and leaves no
-partial output behind.
+partial output behind. The long commands (run, lm train, analyze-model, corpus count and tokenize,
+sweep) report their progress on stderr — a bar on a terminal, a line every 30 s in a log file
+(:mod:`ctxstair.progress`) — unless ``--quiet``; stdout holds the result alone.
 
     ctxstair tasks                                         # the synthetic tasks and their parameters
     ctxstair signatures add --set N=40 --order 1 --out runs/add-signatures
