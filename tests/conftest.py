@@ -9,12 +9,17 @@ import sys
 
 import pytest
 
-from ctxstair import numerics
+from ctxstair import numerics, progress
 
 # First, so that numpy and torch load with the floating-point set-up of the `ctxstair` command, and
 # figures are drawn off-screen as the command draws them.
 numerics.configure()
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Progress lines are timed by the wall clock (ctxstair.progress): on a loaded machine a command could
+# pass the 30 s interval and log a line before its error's one line. The tests that read stderr see
+# no progress line unless they set the interval themselves (tests/test_progress.py); every command
+# they start, in this process or in a child, inherits this.
+os.environ[progress.INTERVAL_VARIABLE] = str(10**9)
 
 OPT_IN = {"slow": "full-size experiment: opt in with `pytest -m slow`",
           "stress": "kill-and-resume stress test under load: opt in with `pytest -m stress` (make stress)"}

@@ -27,6 +27,7 @@ always fitted by the reference path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,7 @@ def probe_alignment(
     init_var: float | None = None,
     restarts: int = 1,
     method: str = "fast",
+    on_step: Callable[[], None] | None = None,
 ) -> ProbeResult:
     """Fit the order-1 (or order-m) probe at every snapshot; report its cross-validated Pearson r (SPEC §3).
 
@@ -109,6 +111,7 @@ def probe_alignment(
         restarts: random starts per (snapshot, fold), >= 1 (paper: 1). The choice among them uses
             training pairs only, so the held-out score stays honest.
         method: ``fast`` or ``reference`` (module docstring); scoring is float64 in both.
+        on_step: called after each of the ``steps`` Adam steps (progress; it changes nothing fitted).
 
     Returns:
         :class:`ProbeResult` with S = 1 for a single (T, d) embedding matrix.
@@ -134,17 +137,14 @@ def probe_alignment(
     rows, cols = torch.triu_indices(n_tokens, n_tokens, 1)
     start = v0.expand(emb.shape[0], -1, -1, -1, -1)
     fit = _fit_order1_fast if method == "fast" and order == 1 else _fit_probes
-    v = fit(phi_t, target, 1.0 - heldout, start, rows, cols, zero_mean, steps, lr)  # (S, folds, 1, m, P)
+    v = fit(phi_t, target, 1.0 - heldout, start, rows, cols, zero_mean, steps, lr,
+            on_step or (lambda: None))  # (S, folds, 1, m, P)
     with torch.no_grad():
         tri = _probe_triangle(phi_t, v, rows, cols)
         scores = _weighted_pearson(tri, target, heldout, undefined_as_nan=True)[..., 0].numpy()
         v = v[:, :, 0, 0].numpy() if order == 1 else v[:, :, 0].numpy()
-    return ProbeResult(
-        heldout_pearson=scores.mean(axis=1),
-        heldout_pearson_per_fold=scores,
-        v=v,
-        pair_folds=pair_folds.numpy(),
-    )
+    return ProbeResult(heldout_pearson=scores.mean(axis=1), heldout_pearson_per_fold=scores, v=v,
+                       pair_folds=pair_folds.numpy())
 
 
 def _deal_pairs(n_pairs: int, folds: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,10 +156,11 @@ def _deal_pairs(n_pairs: int, folds: int, gen: torch.Generator) -> tuple[torch.T
 
 
 def _fit_probes(phi: torch.Tensor, target: torch.Tensor, train: torch.Tensor, start: torch.Tensor, rows: torch.Tensor,
-                cols: torch.Tensor, zero_mean: bool, steps: int, lr: float) -> torch.Tensor:
+                cols: torch.Tensor, zero_mean: bool, steps: int, lr: float,
+                on_step: Callable[[], None]) -> torch.Tensor:
     """Fit probes from ``start`` (S, folds, R, m, P) by Adam to maximise the Pearson r with ``target`` on the
-    ``train`` pairs; return, per (snapshot, fold), the (projected) probe of the restart with the best training
-    r, (S, folds, 1, m, P)."""
+    ``train`` pairs, calling ``on_step()`` after each step; return, per (snapshot, fold), the (projected)
+    probe of the restart with the best training r, (S, folds, 1, m, P)."""
     project = (lambda v: v - v.mean(dim=-1, keepdim=True)) if zero_mean else (lambda v: v)
 
     def train_pearson(v: torch.Tensor) -> torch.Tensor:
@@ -173,6 +174,7 @@ def _fit_probes(phi: torch.Tensor, target: torch.Tensor, train: torch.Tensor, st
         optimizer.zero_grad()
         (-(train_pearson(param) * fittable).sum()).backward()
         optimizer.step()
+        on_step()
     return _best_restart(phi, target, train, project(param.detach()), rows, cols)
 
 
@@ -186,7 +188,8 @@ def _best_restart(phi: torch.Tensor, target: torch.Tensor, train: torch.Tensor, 
 
 
 def _fit_order1_fast(phi: torch.Tensor, target: torch.Tensor, train: torch.Tensor, start: torch.Tensor,
-                     rows: torch.Tensor, cols: torch.Tensor, zero_mean: bool, steps: int, lr: float) -> torch.Tensor:
+                     rows: torch.Tensor, cols: torch.Tensor, zero_mean: bool, steps: int, lr: float,
+                     on_step: Callable[[], None]) -> torch.Tensor:
     """:func:`_fit_probes` for order 1 in float32 with the closed-form gradient of :func:`_order1_gradient`:
     the same Adam steps from the same start (S, folds, R, 1, P); returns (S, folds, 1, 1, P) float64."""
     n_tokens, n_labels, n_context = phi.shape
@@ -212,6 +215,7 @@ def _fit_order1_fast(phi: torch.Tensor, target: torch.Tensor, train: torch.Tenso
         gradient = _order1_gradient(Phi, project(param), weights, weighted_target, target_var, count)
         param.grad = -project(gradient) * fittable
         optimizer.step()
+        on_step()
     return _best_restart(phi, target, train, project(param.double())[..., None, :], rows, cols)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ctxstair import numerics, rundir
 from ctxstair.alignment import compare, cosine_matrix, fourier_alignment, probe_alignment, signature_cosine
+from ctxstair.progress import Progress
 from ctxstair.run import Run
 
 OUTPUT = "alignment.csv"
@@ -54,13 +55,15 @@ def analyse(run: Run) -> None:
     if len(sigs.orders) > 1:
         phi1 = sigs.orders[1]
         flat = W.reshape(K * S, *W.shape[2:])
-        for name, zero_mean in [("order1_probe", False), ("order1_probe_zero_mean", True)]:
-            probe = probe_alignment(phi1, flat, folds=settings.probe_folds, steps=settings.probe_steps,
-                                    lr=settings.probe_lr, seed=settings.probe_seed, zero_mean=zero_mean,
-                                    restarts=settings.probe_restarts, method=settings.probe)
-            r = probe.heldout_pearson.reshape(K, S)
-            nan = np.full((K, S), np.nan)
-            add(name, {"pearson": r, "spearman": nan, "one_minus_mse": nan, "defined": ~np.isnan(r)})
+        # The two probes' Adam steps are nearly all of the analysis's time.
+        with Progress(2 * settings.probe_steps, f"{run.path.name}: alignment probes", "step") as bar:
+            for name, zero_mean in [("order1_probe", False), ("order1_probe_zero_mean", True)]:
+                probe = probe_alignment(phi1, flat, folds=settings.probe_folds, steps=settings.probe_steps,
+                                        lr=settings.probe_lr, seed=settings.probe_seed, zero_mean=zero_mean,
+                                        restarts=settings.probe_restarts, method=settings.probe, on_step=bar.update)
+                r = probe.heldout_pearson.reshape(K, S)
+                nan = np.full((K, S), np.nan)
+                add(name, {"pearson": r, "spearman": nan, "one_minus_mse": nan, "defined": ~np.isnan(r)})
         fourier = fourier_alignment(phi1, flat)
         for j, k_freq in enumerate(fourier["ks"]):
             add(f"fourier_k{int(k_freq)}", {key: np.asarray(fourier[key])[:, j].reshape(K, S)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.errors import InputError
+from ctxstair.progress import Progress
 from ctxstair.run import Run
 from ctxstair.theory.attention_run import ATTENTION_COLUMNS, group_rows, token_groups
 
@@ -27,13 +28,15 @@ def analyse(run: Run) -> None:
                          "attention analysis needs model.kind=attention")
     dataset = run.dataset
     groups = token_groups(dataset)
-    rows = []
-    for epoch in run.snapshot_times():
-        snapshot = rundir.load_snapshot(run.path, epoch)
-        for member in range(snapshot["W_E"].shape[0]):
-            params = {name: tensor[member] for name, tensor in snapshot.items()}
-            rows += [{"member": member, "epoch": epoch, **row}
-                     for row in group_rows(params, dataset.X, dataset.y, groups)]
+    rows, epochs = [], run.snapshot_times()
+    with Progress(len(epochs), f"{run.path.name}: attention groups", "snapshot") as bar:
+        for epoch in epochs:
+            snapshot = rundir.load_snapshot(run.path, epoch)
+            for member in range(snapshot["W_E"].shape[0]):
+                params = {name: tensor[member] for name, tensor in snapshot.items()}
+                rows += [{"member": member, "epoch": epoch, **row}
+                         for row in group_rows(params, dataset.X, dataset.y, groups)]
+            bar.update(1)
     rundir.write_table(run.path, OUTPUT, ATTENTION_COLUMNS, rows)
 
 

@@ -46,7 +46,8 @@ def analyse(run: Run) -> None:
     key = run.config.model.embedding_key()
     W = np.stack([snap[key].double().numpy()[setup.tokens] for snap in snapshots])  # (S, T, d)
     # The networks (for the measures that need one) from the snapshots read once above, for W.
-    rows = setup.measure(States(setup.vocab_size, W, model=lambda i: run.model(snapshots[i], torch.float32)))
+    rows = setup.measure(States(setup.vocab_size, W, model=lambda i: run.model(snapshots[i], torch.float32)),
+                         report=f"{run.path.name}: lm staircase")
     rundir.write_table(run.path, OUTPUT, TABLE_COLUMNS, table_rows(steps, rows))
     rundir.write_json(run.path, TOKENS_FILE, setup.record())
 

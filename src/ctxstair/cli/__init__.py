@@ -1,5 +1,7 @@
 """Command line of ctxstair. Bad input exits with code 2 and one line on stderr, and leaves no
-partial output behind.
+partial output behind. The long commands (run, lm train, analyze-model, corpus count and tokenize,
+sweep) report their progress on stderr — a bar on a terminal, a line every 30 s in a log file
+(:mod:`ctxstair.progress`) — unless ``--quiet``; stdout holds the result alone.
 
     ctxstair tasks                                         # the synthetic tasks and their parameters
     ctxstair signatures add --set N=40 --order 1 --out runs/add-signatures
@@ -35,7 +37,7 @@ import threading
 from pathlib import Path
 
 import ctxstair
-from ctxstair import numerics, rundir, tasks
+from ctxstair import numerics, progress, rundir, tasks
 from ctxstair.cli.options import add_figure_format_option, add_training_options
 from ctxstair.config import parse_overrides
 from ctxstair.devices import with_device
@@ -196,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                 numerics.configure(reproducible=True)
             if hasattr(args, "reproducible") and numerics.settings()["mode"] == "reproducible":
                 numerics.apply_to_torch()  # a CPU without AVX2 is refused before anything is written
-            (_COMMANDS.get(args.command) or args.handler)(args)
+            # Progress on stderr for the long commands (those with --quiet), unless --quiet.
+            with progress.shown(not getattr(args, "quiet", True)):
+                (_COMMANDS.get(args.command) or args.handler)(args)
     except InputError as error:
         print(f"ctxstair: error: {error}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 
 from ctxstair import numerics
-from ctxstair.cli.options import add_figure_format_option
+from ctxstair.cli.options import add_figure_format_option, add_quiet_option
 
 #: The defaults of the measurement, repeated here for the help so that ``ctxstair --help`` loads no
 #: torch; a test checks they are :class:`ctxstair.lm.staircase.StaircaseSettings`'s.
@@ -97,6 +97,7 @@ def register(commands) -> None:
                         help="replace an existing --out directory (once the new analysis is complete)")
     add_figure_format_option(parser)
     numerics.add_reproducible_option(parser)
+    add_quiet_option(parser)
     parser.set_defaults(handler=analyze_model_command)
 
 

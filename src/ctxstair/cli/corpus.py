@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ctxstair.cli.analyze_model import DEFAULT_K, DEFAULT_PREFIX_LABELS, DEFAULT_WINDOW, DEFAULT_WINDOWS
+from ctxstair.cli.options import add_quiet_option
 from ctxstair.errors import InputError
 
 
@@ -64,6 +65,7 @@ def register(commands) -> None:
     count.add_argument("--resume", action="store_true", help="continue a killed count: finished units are kept")
     count.add_argument("--force", action="store_true", help="replace an existing statistics directory once the new "
                                                            "one is complete")
+    add_quiet_option(count)
     count.set_defaults(handler=cmd_count)
     tokenize = actions.add_parser("tokenize", help="tokenize text and JSONL files into a Megatron .bin/.idx dataset "
                                                    "(one document per line or record)")
@@ -76,6 +78,7 @@ def register(commands) -> None:
     tokenize.add_argument("--out", type=Path, required=True, help="the dataset's prefix: writes OUT.bin and OUT.idx")
     tokenize.add_argument("--field", default="text", help="text field of JSONL records")
     tokenize.add_argument("--workers", type=int, default=1, help="tokenizing processes")
+    add_quiet_option(tokenize)
     tokenize.set_defaults(handler=cmd_tokenize)
     info = actions.add_parser("info", help="what a statistics directory holds")
     info.add_argument("path", type=Path, help="a statistics directory")
@@ -98,7 +101,7 @@ def cmd_count(args: argparse.Namespace) -> None:
                          dtype=args.dtype, column=args.column, workers=args.workers, ray=args.ray,
                          groups=groups, block_tokens=args.block_tokens, unit_tokens=args.unit_tokens,
                          resume=args.resume, force=args.force,
-                         max_bytes=int(args.max_gib * 2**30), progress=True, text_ok=args.text_ok)
+                         max_bytes=int(args.max_gib * 2**30), text_ok=args.text_ok)
     seconds = time.monotonic() - started
     print(f"{args.out}: {stats.summary()}; {seconds:.1f} s ({stats.manifest['tokens'] / max(seconds, 1e-9) / 1e6:.1f} "
           "M tokens/s)")

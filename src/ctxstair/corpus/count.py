@@ -48,6 +48,7 @@ from ctxstair.corpus.units import (
 )
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text, claim_output
+from ctxstair.progress import Progress
 from ctxstair.signatures.frequent import label_set, most_frequent
 
 #: What a count can hold; the default is what the LM staircase measurement needs.
@@ -80,7 +81,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
                  seed: int | None = None, groups: dict[str, list[int]] | None = None, block_tokens: int = 1000,
                  dtype: str | None = None, column: str | None = None, workers: int = 1, ray: str | None = None,
                  unit_tokens: int | None = None, resume: bool = False, force: bool = False,
-                 max_bytes: int | None = None, progress: bool = False, text_ok: bool = False) -> CorpusStats:
+                 max_bytes: int | None = None, progress: bool | None = None, text_ok: bool = False) -> CorpusStats:
     """Count ``sources`` into the statistics directory ``out`` (module docstring) and return it.
 
     Args:
@@ -109,7 +110,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             fewer, larger units cost less; a unit of the default size counts for about 20 s per core, a
             kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
-        progress: show a progress bar (tokens, rate, time left) on stderr.
+        progress: report the tokens counted on stderr (:class:`ctxstair.progress.Progress`; default:
+            inside :func:`ctxstair.progress.shown`, as the command line does).
     """
     k = int_in_range(K if k is None else k, "k", 1)
     prefix_labels = int_in_range(PREFIX_LABELS if prefix_labels is None else prefix_labels, "prefix_labels", 1)
@@ -142,22 +144,19 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
         raise InputError(f"unit_tokens must be in 1..{MAX_UNIT_TOKENS}, got {plan['unit_tokens']}")
     output = claim_output(out, resume=resume, force=force, what="statistics directory",
                           start=lambda folder: _write_plan(folder, plan), same=lambda folder: _same_plan(folder, plan))
-    bar = _Progress(progress)
     try:
         with Executor(workers, ray) as executor:
-            _count(output.path, specs, counts, plan, count, given, tokenizer, executor, bar)
+            _count(output.path, specs, counts, plan, count, given, tokenizer, executor, progress)
     except InputError:
         if not output.resumed:  # bad data found while counting: nothing half-written stays
             shutil.rmtree(output.path, ignore_errors=True)
         raise
-    finally:
-        bar.close()
     output.commit()
     return CorpusStats(output.final)
 
 
 def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict, count: tuple[str, ...],
-           given: np.ndarray | None, tokenizer, executor: Executor, bar: _Progress) -> None:
+           given: np.ndarray | None, tokenizer, executor: Executor, progress: bool | None) -> None:
     """The passes of :func:`count_corpus` (module docstring) into the claimed ``folder``."""
     work = folder / WORK
     plan = json.loads((work / "plan.json").read_text())  # a resumed count keeps its units
@@ -168,34 +167,35 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
     rows_pass = "next" in count or "prefix" in count
     # The first pass is skipped only when nothing needs it: given tokens, next-token rows alone.
     first_pass = given is None or bool({"unigram", "bigram", "prefix", "groups"} & set(count))
-    bar.start(n_tokens * (first_pass + rows_pass))
-    arrays, tracked = {}, given
-    if first_pass:
-        rows = None if plan["groups"] is None else tuple(tuple(ids) for ids in plan["groups"]["words"].values())
-        job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count, groups=rows,
-                  block_tokens=1 if plan["groups"] is None else plan["groups"]["block_tokens"])
-        first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, executor, bar)
-        if given is None and tokenizer is not None:
-            tracked = most_frequent(first["unigram"], k, eligible=word_like_mask(tokenizer, first["unigram"]))
-        arrays.update({name: first[name] for name in ("unigram", "next_position")})
-    if "bigram" in count:
-        arrays["bigram.keys"], arrays["bigram.counts"] = first["bigram.keys"], first["bigram.counts"]
-    if "groups" in count:
-        arrays.update(_group_arrays(first, len(plan["groups"]["words"]), vocab_size))
-    if rows_pass:
-        if tracked.size == 0:
-            raise InputError("no word-like token occurs in the corpus: give the tokens to track")
-        labels = label_set(first["next_position"], tracked, prefix_labels) if "prefix" in count else None
-        rows_job = Job(tuple(specs), window, documents, vocab_size, tokens=tuple(tracked.tolist()),
-                       labels=None if labels is None else tuple(labels.tolist()), next_rows="next" in count)
-        second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, executor, bar)
-        arrays["tokens"] = tracked
-        if "next" in count:
-            arrays.update(_csr(second["next_rows"]))
-            arrays["events"] = second["next_rows"].sum(axis=1)
-        if "prefix" in count:
-            arrays["prefix_labels"], arrays["prefix_counts"] = labels, second["prefix_counts"]
-            arrays["events"] = second["events"]
+    with Progress(n_tokens * (first_pass + rows_pass), f"corpus count {folder.name}", "tok", unit_scale=True,
+                  show=progress) as bar:
+        arrays, tracked = {}, given
+        if first_pass:
+            rows = None if plan["groups"] is None else tuple(tuple(ids) for ids in plan["groups"]["words"].values())
+            job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count, groups=rows,
+                      block_tokens=1 if plan["groups"] is None else plan["groups"]["block_tokens"])
+            first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, executor, bar)
+            if given is None and tokenizer is not None:
+                tracked = most_frequent(first["unigram"], k, eligible=word_like_mask(tokenizer, first["unigram"]))
+            arrays.update({name: first[name] for name in ("unigram", "next_position")})
+        if "bigram" in count:
+            arrays["bigram.keys"], arrays["bigram.counts"] = first["bigram.keys"], first["bigram.counts"]
+        if "groups" in count:
+            arrays.update(_group_arrays(first, len(plan["groups"]["words"]), vocab_size))
+        if rows_pass:
+            if tracked.size == 0:
+                raise InputError("no word-like token occurs in the corpus: give the tokens to track")
+            labels = label_set(first["next_position"], tracked, prefix_labels) if "prefix" in count else None
+            rows_job = Job(tuple(specs), window, documents, vocab_size, tokens=tuple(tracked.tolist()),
+                           labels=None if labels is None else tuple(labels.tolist()), next_rows="next" in count)
+            second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, executor, bar)
+            arrays["tokens"] = tracked
+            if "next" in count:
+                arrays.update(_csr(second["next_rows"]))
+                arrays["events"] = second["next_rows"].sum(axis=1)
+            if "prefix" in count:
+                arrays["prefix_labels"], arrays["prefix_counts"] = labels, second["prefix_counts"]
+                arrays["events"] = second["events"]
     if "sample" in count:
         arrays["sample_indices"], arrays["sample"] = _sample(specs, counts, window, documents,
                                                              plan["attention_windows"], seed)
@@ -314,12 +314,12 @@ def _same_plan(folder: Path, plan: dict) -> None:
                          "use --force to replace it")
 
 
-def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar) -> dict:
+def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar: Progress) -> dict:
     """Count the units not yet done, then sum every unit's arrays in unit order."""
     todo = []
     for unit in units:
-        if (work / f"{unit.name}.json").is_file():
-            bar.update((unit.stop - unit.first) * job.window)
+        if (work / f"{unit.name}.json").is_file():  # counted by an earlier, interrupted run
+            bar.update((unit.stop - unit.first) * job.window, done_before=True)
         else:
             todo.append(unit)
 
@@ -372,25 +372,3 @@ def _sample(specs, counts, window, documents, n, seed) -> tuple[np.ndarray, np.n
         local = int(index - starts[source])
         sample[row] = window_index(specs[source], window, documents).read(local, local + 1)[0]
     return chosen.astype(np.int64), sample
-
-
-class _Progress:
-    """A tqdm bar over the tokens of every pass, or nothing."""
-
-    def __init__(self, show: bool):
-        self.show, self.bar = show, None
-
-    def start(self, total: int) -> None:
-        if self.show:
-            from tqdm import tqdm
-
-            # disable=None: no bar when stderr is not a terminal (a log file, a test), only the summary.
-            self.bar = tqdm(total=total, unit="tok", unit_scale=True, desc="counting", smoothing=0.1, disable=None)
-
-    def update(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()

@@ -32,6 +32,7 @@ from ctxstair.corpus.megatron import IndexedWriter
 from ctxstair.corpus.stats import RECORD_SUFFIX, tokenizer_identity
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
+from ctxstair.progress import Progress
 
 TEXT_SUFFIXES = (".txt", ".text")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -52,7 +53,8 @@ def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], token
         field: the JSONL field holding a record's text.
         workers: tokenizing processes; 1 tokenizes in this process.
         batch_documents: documents per ``encode_batch`` call.
-        progress: called after each batch with (documents, tokens) written so far.
+        progress: called after each batch with (documents, tokens) written so far. The bytes read are
+            also reported on stderr inside :func:`ctxstair.progress.shown` (the command line).
 
     Returns:
         The path of the ``.idx``.
@@ -66,12 +68,23 @@ def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], token
         raise InputError(f"batch_documents must be a positive integer, not {batch_documents!r}")
     for path in paths:
         _format(path)
+    batch_bytes = deque()  # the input bytes of each batch read, in the order _encoded returns them
+
+    def texts(batches: Iterator[list[tuple[str, int]]]) -> Iterator[list[str]]:
+        for batch in batches:
+            batch_bytes.append(sum(size for _, size in batch))
+            yield [text for text, _ in batch]
+
     batches = _batches(chain.from_iterable(_documents(p, field) for p in paths), batch_documents)
     documents = tokens = 0
-    with IndexedWriter(out_prefix, _token_dtype(tokenizer)) as writer:
-        for ids, lengths in _encoded(batches, tokenizer, workers):
+    with IndexedWriter(out_prefix, _token_dtype(tokenizer)) as writer, \
+            Progress(sum(p.stat().st_size for p in paths), f"corpus tokenize {Path(out_prefix).name}", "B",
+                     unit_scale=True) as bar:
+        for ids, lengths in _encoded(texts(batches), tokenizer, workers):
             writer.add_documents(ids, lengths)
             documents, tokens = documents + len(lengths), tokens + len(ids)
+            bar.set_postfix(documents=f"{documents:,}", tokens=f"{tokens:,}")
+            bar.update(batch_bytes.popleft())
             if progress is not None:
                 progress(documents, tokens)
     identity = tokenizer_identity(tokenizer)
@@ -119,18 +132,22 @@ def _format(path: Path) -> str:
     return "jsonl" if suffix in JSONL_SUFFIXES else "text"
 
 
-def _documents(path: Path, field: str) -> Iterator[str]:
-    """The documents of one file, in order (the module's rule)."""
+def _documents(path: Path, field: str) -> Iterator[tuple[str, int]]:
+    """The documents of one file, in order (the module's rule), each with the bytes read for it (the
+    blank lines before it included)."""
     jsonl = _format(path) == "jsonl"
+    read = 0
     with open(path, "rb") as handle:  # bytes: lines end at b"\n" only, and keep it
         for number, raw in enumerate(handle, start=1):
+            read += len(raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise InputError(f"{path}:{number}: not UTF-8 ({error.reason} at byte {error.start})") from None
             if not line.strip():
                 continue
-            yield _record_text(path, number, line, field) if jsonl else line
+            yield (_record_text(path, number, line, field) if jsonl else line), read
+            read = 0
 
 
 def _record_text(path: Path, number: int, line: str, field: str) -> str:
@@ -146,7 +163,7 @@ def _record_text(path: Path, number: int, line: str, field: str) -> str:
     return record[field]
 
 
-def _batches(documents: Iterator[str], size: int) -> Iterator[list[str]]:
+def _batches(documents: Iterator[tuple[str, int]], size: int) -> Iterator[list[tuple[str, int]]]:
     while batch := list(islice(documents, size)):
         yield batch
 

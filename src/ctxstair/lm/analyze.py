@@ -50,6 +50,7 @@ from ctxstair.lm.checkpoints.base import embedding_sha256, read_json_file
 from ctxstair.lm.estimators import States
 from ctxstair.lm.schema import MEASURES, split_key
 from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
+from ctxstair.progress import Progress
 
 #: The settings file of an analysis folder; a resumed analysis must match it.
 SETTINGS_FILE = "series.json"
@@ -130,7 +131,9 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
             written there as it finishes, and rows finished before are read back. None: nothing is
             written.
         on_row: called with each checkpoint's row and whether it was read back.
-        progress: called with one line before each checkpoint is read, and with what was read.
+        progress: called with one line before each checkpoint is read, and with what was read. (The
+            checkpoints measured, with rate and time left, are reported on stderr inside
+            :func:`ctxstair.progress.shown`, as the command line does.)
         keep_flagged: keep the checkpoints :func:`series_checks` flags in the curves (recorded).
 
     Returns:
@@ -147,22 +150,25 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
     paths = setup.settings.paths and source.positions is not None
     skipped = None if not setup.settings.paths or paths else (source.no_model or f"{NO_VIEW}: no model")
     rows, last = [], None
-    for number, entry in enumerate(entries, 1):
-        finished = None if folder is None else _finished(folder, entry.name, setup.tokens.size)
-        if finished is None:
-            if progress is not None:
-                progress(f"[{number}/{len(entries)}] {entry.name}: reading and measuring")
-            row, W = _measure(entry, setup, V, paths, progress)
-            why = row.pop("no_model", None)
-            skipped = skipped or why
-            if folder is not None:
-                _write_checkpoint(folder, entry.name, row, W)
-        else:
-            row, W = finished
-        if on_row is not None:
-            on_row(row, finished is not None)
-        rows.append(row)
-        last = W
+    with Progress(len(entries), f"analyze-model {source.name}", "checkpoint") as bar:
+        for number, entry in enumerate(entries, 1):
+            finished = None if folder is None else _finished(folder, entry.name, setup.tokens.size)
+            if finished is None:
+                if progress is not None:
+                    progress(f"[{number}/{len(entries)}] {entry.name}: reading and measuring")
+                row, W = _measure(entry, setup, V, paths, progress)
+                why = row.pop("no_model", None)
+                skipped = skipped or why
+                if folder is not None:
+                    _write_checkpoint(folder, entry.name, row, W)
+            else:
+                row, W = finished
+            if on_row is not None:
+                on_row(row, finished is not None)
+            rows.append(row)
+            last = W
+            bar.set_postfix(done=entry.name)
+            bar.update(1, done_before=finished is not None)
     similarity = {"next": setup.next_cosines(V), "embedding": stacked_cosines(last[None])[0]}
     window = min(setup.sample.shape[1], source.positions) if paths else None
     return {"source": source.name, "setup": setup.record(), "sample_window": window, "paths_skipped": skipped,

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ctxstair.io import fresh_output_dir
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
 from ctxstair.run import Run
 
 __all__ = ["FINAL", "SNAPSHOTS", "export_run", "export_snapshot"]
@@ -37,7 +37,7 @@ def export_snapshot(run: Run, step: int, out: Path) -> Path:
 
     model = run.model_at(step, torch.float32)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=TextTokenizer.load(run.path / "tokenizer.json").tokenizer)
-    with fresh_output_dir(out, force=True) as staging:
+    with fresh_output_dir(out, force=True) as staging, quiet_transformers():  # our progress alone on stderr
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
     return out

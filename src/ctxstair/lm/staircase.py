@@ -363,16 +363,16 @@ class StaircaseSetup:
         return self._derived[name]
 
     def measure(self, states: States, *, probe: bool | None = None, paths: bool | None = None,
-                seconds: dict[str, float] | None = None) -> list[dict]:
+                seconds: dict[str, float] | None = None, report: str | None = None) -> list[dict]:
         """One row per model state (:class:`~ctxstair.lm.estimators.States`) in the one schema of
         :mod:`ctxstair.lm.schema`: every estimator of :mod:`ctxstair.lm.estimators` that is on —
         ρ_next always, the probe with ``probe``, the measures of the network (attention paths, path
         shares, unembedding alignment) with ``paths`` and a network (default: the settings') — in the
         model's dtype. ``seconds`` gets the wall time of each switch added (``embeddings``, ``probe``,
-        ``paths``)."""
+        ``paths``); ``report`` names the work in the progress on stderr (:func:`ctxstair.lm.estimators.measure`)."""
         switches = {"probe": self.settings.probe if probe is None else bool(probe),
                     "paths": self.settings.paths if paths is None else bool(paths)}
-        return estimators.measure(self, states, switches, seconds)
+        return estimators.measure(self, states, switches, seconds, report)
 
 
 def settings_of(cfg: LMConfig) -> StaircaseSettings:

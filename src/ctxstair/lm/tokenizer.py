@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -256,18 +257,29 @@ class TextTokenizer:
 
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """Silence ``transformers`` warnings and progress bars for one load, then restore them."""
+    """Silence ``transformers`` warnings and progress bars (``save_pretrained``'s "Writing model
+    shards") for one load or save, then restore them; and DeepSpeed's warnings, which ``accelerate``
+    imports when it is installed and whose "Setting accelerator to CPU" goes to stdout (its logger
+    writes there), where a command's result belongs."""
     from transformers.utils import logging as hf_logging
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    deepspeed = logging.getLogger("DeepSpeed")  # the same logger object before and after DeepSpeed is imported
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    deepspeed.addFilter(_below_error)
     try:
         yield
     finally:
+        deepspeed.removeFilter(_below_error)
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+def _below_error(record: logging.LogRecord) -> bool:
+    """A logging filter that keeps errors only."""
+    return record.levelno >= logging.ERROR
 
 
 def _check_training_args(text: str, vocab_size: int, min_frequency: int) -> None:

@@ -56,6 +56,7 @@ from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import corpus_windows, sample_indices, split_indices
 from ctxstair.models import causal_lm
 from ctxstair.models.loss import next_token_loss
+from ctxstair.progress import Progress
 from ctxstair.run import Run
 from ctxstair.train.engine import flush_denormals
 from ctxstair.train.schedule import snapshot_schedule
@@ -143,20 +144,22 @@ def data_parallel(cfg: LMTrainConfig) -> Iterator[Ranks]:
 
 
 def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: bool = False,
-             hook: Callable[[int], None] | None = None) -> Path:
+             hook: Callable[[int], None] | None = None, progress: bool | None = None) -> Path:
     """Train ``cfg`` into run directory ``out`` (see the module docstring); return its path.
 
     ``resume`` continues an interrupted run (same config required; a completed run is left as is).
-    ``hook(step)`` is called before every step (tests use it to interrupt a run). Under torchrun
-    every process calls this; only rank 0 writes files."""
+    ``hook(step)`` is called before every step (tests use it to interrupt a run). ``progress``:
+    report the steps on stderr (:class:`ctxstair.progress.Progress`; default: inside
+    :func:`ctxstair.progress.shown`, as the command line does; rank 0 only). Under torchrun every
+    process calls this; only rank 0 writes files."""
     out = Path(out)
     cfg = cfg.validate()
     with data_parallel(cfg.train) as ranks:
-        return _train(cfg, out, ranks, resume, force, hook)
+        return _train(cfg, out, ranks, resume, force, hook, progress)
 
 
 def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
-           hook: Callable[[int], None] | None) -> Path:
+           hook: Callable[[int], None] | None, progress: bool | None) -> Path:
     lead, started, run = ranks.rank == 0, time.perf_counter(), Run(out, cfg)
     if (cfg.train.batch_size // ranks.world) % cfg.train.micro_batches:
         raise InputError(f"train.micro_batches={cfg.train.micro_batches} does not divide the "
@@ -201,7 +204,8 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
             f"{name},{role},{std:.6g},{target:.6g}\n" for name, role, std, target in stds))
     if ranks.world > 1:
         dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
-    with flush_denormals():
+    with flush_denormals(), Progress(cfg.train.steps, f"lm train {out.name}", "step", initial=start,
+                                     show=progress if lead else False) as bar:
         for step in range(start, cfg.train.steps + 1):
             if hook is not None:
                 hook(step)
@@ -218,6 +222,8 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
             rows.append({"step": step, "loss": _global_mean(loss, ranks), "lr": optimizer.param_groups[0]["lr"]})
             if not math.isfinite(rows[-1]["loss"]):  # every rank sees the same global mean and stops
                 raise _divergence(run, model, step, rows, lead, sharded)
+            bar.set_postfix(loss=f"{rows[-1]['loss']:.4f}")
+            bar.update(1)
     if lead:
         run.write_metrics(rows)
         export_run(run, cfg.snapshots.export)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxstair import numerics, rundir
+from ctxstair import numerics, progress, rundir
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.report import measures as ms
 from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT
@@ -75,8 +75,9 @@ def run_cell(job: CellJob) -> str:
     threads = torch.get_num_threads()
     torch.set_num_threads(job.threads)
     try:
-        run_recipe(job.recipe, out, job.overrides, seeds=job.seeds, resume=resumable, progress=False,
-                   analysis=job.analysis, figure_format=job.figure_format)
+        with progress.shown(False):  # the sweep reports cells; in the sweep's process too (one worker)
+            run_recipe(job.recipe, out, job.overrides, seeds=job.seeds, resume=resumable, analysis=job.analysis,
+                       figure_format=job.figure_format)
     finally:
         torch.set_num_threads(threads)  # a sweep run in the caller's process leaves its setting alone
     return job.out

@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from ctxstair import rundir
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError
 from ctxstair.io import Output, claim_output
+from ctxstair.progress import Progress
 from ctxstair.recipes import base as recipes
 from ctxstair.report import measures as ms
 from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, save_figure
@@ -92,7 +91,6 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
         cell_overrides, cell_analysis = recipe_obj.cell_run({**overrides, **c.overrides}, analysis)
         jobs.append(CellJob(recipe, cell_overrides, seeds, cell_analysis, str(_partial(out, c)),
                             default_threads(workers), figure_format))
-    started = time.perf_counter()
 
     def finished(i: int, archive: bytes | None = None) -> None:
         partial, final = _partial(out, todo[i]), out / "cells" / todo[i].name
@@ -100,13 +98,14 @@ def run_sweep(recipe: str, out: str | Path, grid: dict[str, list[Any]], override
             shutil.rmtree(partial, ignore_errors=True)
             unpack_cell(archive, partial)
         os.replace(partial, final)
-        print(f"cell {cells.index(todo[i]) + 1}/{len(cells)} {todo[i].name} done "
-              f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        bar.set_postfix(done=todo[i].name)
+        bar.update(1)
 
-    if backend == "local":
-        run_local(jobs, workers, finished)
-    else:
-        run_ray(jobs, workers, ray_address, finished)
+    with Progress(len(cells), f"sweep {final_out.name}", "cell", initial=len(cells) - len(todo)) as bar:
+        if backend == "local":
+            run_local(jobs, workers, finished)
+        else:
+            run_ray(jobs, workers, ray_address, finished)
     write_sweep_report(out, figure_format)
     output.commit()
     return final_out

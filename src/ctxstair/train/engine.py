@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torchdiffeq import odeint
-from tqdm import tqdm
 
 from ctxstair import numerics
 from ctxstair.checks import check_dense_size
@@ -36,6 +34,7 @@ from ctxstair.config import RunConfig
 from ctxstair.devices import resolve_device
 from ctxstair.io import atomic_save_npz, atomic_write_text
 from ctxstair.models import Ensemble, build_ensemble
+from ctxstair.progress import Progress
 from ctxstair.run import Run
 from ctxstair.signatures import signature_hierarchy
 from ctxstair.tasks import Dataset
@@ -237,8 +236,9 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
 
     ``resume`` continues an interrupted run (same config required); a completed run is left as is.
     ``resources.json`` records the peak memory and the seconds of this call.
-    ``progress``: show a progress bar (default: when stderr is a terminal). Denormal floats are
-    flushed to zero while training (:func:`flush_denormals`).
+    ``progress``: report the epochs on stderr (:class:`ctxstair.progress.Progress`; default: inside
+    :func:`ctxstair.progress.shown`, as the command line does). Denormal floats are flushed to zero
+    while training (:func:`flush_denormals`).
     """
     with flush_denormals():
         return _train_run(cfg, Path(out), resume, force, hook, progress)
@@ -268,28 +268,29 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
     else:
         _write_members(run.path, model)
 
-    bar = tqdm(range(start, cfg.train.epochs + 1), disable=not (sys.stderr.isatty() if progress is None else progress),
-               desc=cfg.recipe, unit="epoch", initial=start, total=cfg.train.epochs + 1)
-    for epoch in bar:
-        if hook is not None:
-            hook(epoch)
-        if epoch in schedule:
-            run.write_metrics(rows)
-            run.save_checkpoint(epoch, model, optimizer, batches)
-            if cfg.snapshots.save:
-                run.save_snapshot(epoch, model)
-        if reuse_forward:
-            optimizer.zero_grad()
-        with torch.set_grad_enabled(reuse_forward):
-            losses, accs = member_losses(model, X, y, backward=reuse_forward)
-        rows += [{"member": k, "epoch": epoch, "loss": float(loss), "acc": float(acc)}
-                 for k, (loss, acc) in enumerate(zip(losses, accs))]
-        if not bool(torch.isfinite(losses).all()):
-            raise _divergence(run, model, epoch, rows)
-        bar.set_postfix(loss=f"{float(losses.mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
-        if epoch == cfg.train.epochs:
-            break
-        update(epoch, losses)
+    with Progress(cfg.train.epochs, f"{cfg.recipe}: training {out.name}", "epoch", initial=start,
+                  show=progress) as bar:
+        for epoch in range(start, cfg.train.epochs + 1):
+            if hook is not None:
+                hook(epoch)
+            if epoch in schedule:
+                run.write_metrics(rows)
+                run.save_checkpoint(epoch, model, optimizer, batches)
+                if cfg.snapshots.save:
+                    run.save_snapshot(epoch, model)
+            if reuse_forward:
+                optimizer.zero_grad()
+            with torch.set_grad_enabled(reuse_forward):
+                losses, accs = member_losses(model, X, y, backward=reuse_forward)
+            rows += [{"member": k, "epoch": epoch, "loss": float(loss), "acc": float(acc)}
+                     for k, (loss, acc) in enumerate(zip(losses, accs))]
+            if not bool(torch.isfinite(losses).all()):
+                raise _divergence(run, model, epoch, rows)
+            bar.set_postfix(loss=f"{float(losses.mean()):.4f}", acc=f"{float(accs.mean()):.3f}")
+            if epoch == cfg.train.epochs:
+                break
+            update(epoch, losses)
+            bar.update(1)
     run.write_metrics(rows)
     run.finish(time.perf_counter() - started)
     return out

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ctxstair.progress import Progress
+
 if TYPE_CHECKING:
     import torch
 
@@ -92,13 +94,25 @@ def estimators() -> tuple[Estimator, ...]:
 
 
 def measure(setup: StaircaseSetup, states: States, switches: dict[str, bool],
-            seconds: dict[str, float] | None = None) -> list[dict]:
+            seconds: dict[str, float] | None = None, report: str | None = None) -> list[dict]:
     """One row per state: every estimator that is on (``switches``: ``probe``, ``paths``) and available
     for ``setup``, ``rows`` estimators first over all states, then the ``model`` estimators state by
     state. ``seconds``, when given, gets each switch's wall time added (``embeddings`` for the
-    estimators always on)."""
+    estimators always on). ``report``: the name under which the work (each ``rows`` estimator, then
+    each state's network) is reported on stderr inside :func:`ctxstair.progress.shown`; None: not reported."""
     active = [e for e in estimators() if (e.switch is None or switches.get(e.switch)) and e.available(setup) is None]
     rows: list[dict] = [{} for _ in range(len(states.rows))]
+    on_rows = [e for e in active if e.reads == "rows"]
+    on_model = [e for e in active if e.reads == "model"]
+    with Progress(len(on_rows) + (len(rows) if on_model else 0), report or "", "measure",
+                  show=None if report else False) as bar:
+        _measure(setup, states, rows, on_rows, on_model, seconds, bar)
+    return rows
+
+
+def _measure(setup: StaircaseSetup, states: States, rows: list[dict], on_rows: list[Estimator],
+             on_model: list[Estimator], seconds: dict[str, float] | None, bar: Progress) -> None:
+    """The loops of :func:`measure`, filling ``rows``."""
 
     def timed(estimator: Estimator, compute: Callable[[], object]) -> object:
         start = time.perf_counter()
@@ -108,14 +122,14 @@ def measure(setup: StaircaseSetup, states: States, switches: dict[str, bool],
             seconds[part] = seconds.get(part, 0.0) + time.perf_counter() - start
         return result
 
-    for estimator in (e for e in active if e.reads == "rows"):
+    for estimator in on_rows:
         for row, values in zip(rows, timed(estimator, lambda e=estimator: e.on_rows(setup, states.rows, states.V))):
             row.update(values)
-    on_model = [e for e in active if e.reads == "model"]
-    for i, row in enumerate(rows):
-        network = states.model(i) if on_model else None
+        bar.update(1)
+    for i, row in enumerate(rows if on_model else ()):
+        network = states.model(i)
         for estimator in on_model if network is not None else ():
             row.update(timed(estimator, lambda e=estimator, m=network, i=i: e.on_model(setup, m, states.V,
                                                                                       states.counts(i))))
-    return rows
+        bar.update(1)
 
