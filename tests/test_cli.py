@@ -172,8 +172,8 @@ def test_run_then_report_then_resume(tmp_path, capsys):
     assert explorer_lines == [f"explorer: {out / part / 'explorer.html'}" for part in ("uniform", "normal", "poisson",
                                                                                          "exp")]
     report = (out / "report.html").read_bytes()
-    assert sorted(p.name for p in out.iterdir()) == ["exp", "figures", "normal", "poisson", "recipe.json",
-                                                      "report.html", "summary.json", "uniform"]
+    assert sorted(p.name for p in out.iterdir()) == ["ctxstair.sha256", "exp", "figures", "normal", "poisson",
+                                                      "recipe.json", "report.html", "summary.json", "uniform"]
     assert main(["report", str(out)]) == 0
     assert (out / "report.html").read_bytes() == report
     metrics = (out / "normal" / "metrics.jsonl").read_bytes()
@@ -192,8 +192,8 @@ def test_run_no_analysis_trains_only_and_resumes(tmp_path, capsys):
             "--no-analysis"]
     assert main(argv) == 0
     assert re.fullmatch(re.escape(f"trained: {out}") + r" \(peak memory \d+ MiB\)", capsys.readouterr().out.strip())
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "members.csv", "metrics.jsonl", "resources.json",
-                                                     "signatures.npz"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "ctxstair.sha256", "members.csv", "metrics.jsonl",
+                                                     "resources.json", "signatures.npz"]
     config = (out / "config.yaml").read_text()
     assert "save: false" in config and "enabled: false" in config and "members: 3" in config
     metrics = (out / "metrics.jsonl").read_bytes()

@@ -127,8 +127,8 @@ def test_every_order_scales_like_s_E_to_the_K_minus_1(sum_mod):
 
 def test_init_scaling_recipe(tmp_path):
     out = run_recipe("init-scaling", tmp_path / "scaling", {"d": [32, 128, 512], "gamma": [0.6, 1.0]}, seeds=4)
-    assert sorted(p.name for p in out.iterdir()) == ["figures", "init_scaling.csv", "recipe.json", "report.html",
-                                                     "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["ctxstair.sha256", "figures", "init_scaling.csv", "recipe.json",
+                                                     "report.html", "summary.json"]
     info = json.loads((out / "recipe.json").read_text())
     assert info["recipe"] == "init-scaling" and info["parts"] == [] and info["params"]["seeds"] == 4
     summary = json.loads((out / "summary.json").read_text())
