@@ -163,7 +163,7 @@ def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path):
     import ray
 
     ray.shutdown()
-    assert list(outs["one"]) == ["manifest.json", "stats.safetensors"]
+    assert list(outs["one"]) == ["ctxstair.sha256", "manifest.json", "stats.safetensors"]
     assert outs["one"] == outs["two"] == outs["ray"]
     # The unit size changes how the work is split, never the sums.
     other = count_corpus([path], tmp_path / "big-units", unit_tokens=1000 * W, **SETTINGS)

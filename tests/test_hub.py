@@ -336,7 +336,7 @@ def test_cli_series_writes_each_revision_and_the_analysis(fake_hub, tokenizer, t
     assert [line.split()[:2] for line in lines if "ρ_next pearson" in line] == [["step", "0"], ["step", "4"],
                                                                                 ["step", "16"]]
     assert sum("attention-path corr by layer" in line for line in lines) == 3
-    assert lines[-1] == f"wrote {out / 'analysis.json'} and {out / 'analysis.png'}"
+    assert lines[-1] == f"wrote {out / 'analysis.json'} and {out / 'analysis.png'} and {out / 'analysis.svg'}"
     summary = json.loads((out / "analysis.json").read_text())
     assert summary["source"] == "org/tiny" and summary["corpus"]["name"] == "synthetic"
     assert [(row["name"], row["step"]) for row in summary["checkpoints"]] == [("step0", 0), ("step4", 4),
