@@ -130,7 +130,7 @@ def test_undefined_order0_plots_one_minus_mse(tmp_path):
     run_dir = make_run(tmp_path, order0_defined=False)
     fig = run_figures.staircase_figure(run_dir, member=0)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)" in labels
+    assert "order 0: 1 − MSE (correlation undefined:\nall order-0 signatures equal)" in labels
     titles = [ax.get_title() for ax in run_figures.geometry_figure(run_dir, [10]).axes]
     assert any("1 − MSE" in t for t in titles)
 

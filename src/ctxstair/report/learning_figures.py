@@ -18,6 +18,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 from ctxstair.report import measures as ms
 from ctxstair.report.figures import house_style, pca_scatter
@@ -119,7 +120,7 @@ def onset_figure(rows: list[dict], N: int, cap: int, threshold: float) -> plt.Fi
     dividing ``N`` on a shaded background and in a second colour. ``rows`` have ``M``, ``seed``,
     ``onset_epoch`` (None = censored). Log y axis (epochs)."""
     Ms = sorted({r["M"] for r in rows})
-    fig, ax = plt.subplots(figsize=(3.6, 3.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(3.6, 3.8), layout="constrained")
     medians = []
     for M in Ms:
         mine = [r for r in rows if r["M"] == M]
@@ -138,19 +139,22 @@ def onset_figure(rows: list[dict], N: int, cap: int, threshold: float) -> plt.Fi
     ax.plot(Ms, medians, color="0.25", lw=1.2, zorder=2)
     ax.axhline(cap, color="0.5", ls=":", lw=1)
     ax.set_yscale("log")
-    ax.set_xticks(Ms)
-    ax.set_xlabel("modulus M of y = (x1 + x2) mod M")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")  # epochs as numbers, not 6 × 10^1
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_xticks(Ms[:: -(-len(Ms) // 10)])  # at most about ten labelled moduli: a column is narrow
+    ax.set_xlabel("modulus $M$ of $y = (x_1 + x_2)$ mod $M$")
     ax.set_ylabel(f"first epoch with training accuracy ≥ {threshold * 100:g} %\n(log scale)")
     handles = [
-        plt.Line2D([], [], color=PALETTE[1], marker="o", ls="none", label=f"M divides N = {N} (shaded)"),
-        plt.Line2D([], [], color=PALETTE[0], marker="s", ls="none", label="M does not divide N"),
+        plt.Line2D([], [], color=PALETTE[1], marker="o", ls="none", label=f"$M$ divides $N$ = {N} (shaded)"),
+        plt.Line2D([], [], color=PALETTE[0], marker="s", ls="none", label="$M$ does not divide $N$"),
         plt.Line2D([], [], color="0.4", marker="^", markerfacecolor="none", ls="none",
-                   label=f"censored: not reached within the cap ({cap} epochs)"),
+                   label=f"censored: not reached within {cap} epochs"),
         plt.Line2D([], [], color="0.25", lw=1.2, label="median over seeds (censored counted as the cap)"),
     ]
-    ax.legend(handles=handles, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=2)
+    ax.legend(handles=handles, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=1)
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(f"Learning onset against the modulus (N = {N}, one point per seed)")
+    ax.set_title(f"Learning onset against the modulus\n($N$ = {N}, one point per seed)")
     return fig
 
 

@@ -68,7 +68,7 @@ def staircase_figure(run_dir: str | os.PathLike, member: int | None = None) -> p
 
     * ``order0`` — Pearson ``ρ_(0)`` with ``S^sig,(0)``. If the series is undefined at every drawn
       snapshot (all order-0 signatures equal, e.g. ``mod``), ``one_minus_mse`` is drawn instead and
-      labelled "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)";
+      labelled "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)" (on two lines);
     * ``order1_probe`` and ``order1_probe_zero_mean`` — held-out Pearson of the order-1 probe, and
       of the probe restricted to ``v ⟂ 1`` (what order 1 adds beyond order 0);
     * ``fourier_k<kmax>`` — Pearson through the cosine probe ``c_k`` with the largest ``k`` present
@@ -342,7 +342,8 @@ def _draw_alignment_series(ax: plt.Axes, table: dict, members: list[int]) -> lis
                 label = "order 0: Pearson r with $S^{\\mathrm{sig},(0)}$"
             else:
                 column = "one_minus_mse"
-                label = "order 0: 1 − MSE (correlation undefined: all order-0 signatures equal)"
+                # two lines: one would be wider than the column-wide figure
+                label = "order 0: 1 − MSE (correlation undefined:\nall order-0 signatures equal)"
         curves = [rundir.alignment_series(table, signature, m, column) for m in members]
         handles.append(draw_aggregate(ax, curves, label, style))
     return handles
@@ -358,7 +359,7 @@ def _training_panel(ax: plt.Axes, metrics: dict, members: list[int]) -> None:
     h_acc = draw_aggregate(ax_acc, acc_curves, "training accuracy", dict(color=PALETTE[4], linestyle="--"))
     ax.set_ylim(bottom=0)
     ax_acc.set_ylim(-0.02, 1.02)
-    ax.set_ylabel("training loss (cross-entropy, nats)")
+    ax.set_ylabel("cross-entropy (nats)")  # short: the label of the panel above runs down beside it
     ax_acc.set_ylabel("training accuracy (fraction)")
     ax.set_xlabel(_LOG_EPOCH_LABEL)
     ax.grid(True, which="major", alpha=0.3)
