@@ -2,6 +2,8 @@
 
 import base64
 import csv
+import html as html_text
+import json
 import re
 
 import matplotlib.pyplot as plt
@@ -261,3 +263,15 @@ def test_report_links_the_vector_copy_of_each_figure(run, tmp_path):
     text = (run / "report.html").read_text()
     assert '<b>Figure 2.</b> b (vector: <a href="figures/curves.pdf">PDF</a>)' in text
     assert "<b>Figure 1.</b> a</figcaption>" in text
+
+
+def test_a_json_settings_file_is_shown_with_its_lists_on_wrapped_lines(tmp_path):
+    from ctxstair.monitor import SETTINGS_FILE
+
+    settings = {"tokens": list(range(200)), "settings": {"k": 200, "names": ["a", "b"]}}
+    (tmp_path / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
+    write_report(tmp_path, title="t", summary_paragraph="p", key_numbers=[], figures=[])
+    shown = html_text.unescape(re.search(r'<pre style="white-space: pre-wrap">(.*?)</pre>',
+                                         (tmp_path / "report.html").read_text(), re.S).group(1))
+    assert json.loads(shown) == settings  # the same settings, written compactly
+    assert '"tokens": [0, 1, 2,' in shown and len(shown.splitlines()) == 7

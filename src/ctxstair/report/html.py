@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import os
+import re
 from html import escape
 from pathlib import Path
 
@@ -188,16 +189,27 @@ def _config(run_dir: Path) -> str:
     for name in ("config.yaml", "sweep.json", SETTINGS_FILE):
         path = run_dir / name
         if path.is_file():
-            return f"<pre>{escape(path.read_text(encoding='utf-8').rstrip())}</pre>"
+            return _shown(path)
     recipe = run_dir / "recipe.json"
     if not recipe.is_file():
         return "<p><em>config.yaml is missing from this run directory.</em></p>"
-    blocks = [f"<pre>{escape(recipe.read_text(encoding='utf-8').rstrip())}</pre>"]
+    blocks = [_shown(recipe)]
     for part in json.loads(recipe.read_text(encoding="utf-8")).get("parts", []):
         part_config = run_dir / part / "config.yaml"
         if part_config.is_file():
             blocks.append(f"<h3>{escape(part)}</h3>\n<pre>{escape(part_config.read_text(encoding='utf-8').rstrip())}</pre>")
     return "\n".join(blocks)
+
+
+def _shown(path: Path) -> str:
+    """A settings file as a ``<pre>`` block: verbatim, except that a JSON file's lists of numbers or
+    strings (the tracked tokens, the log points) are written on wrapped lines rather than one item a
+    line, which would make the page thousands of lines long."""
+    text = path.read_text(encoding="utf-8").rstrip()
+    if path.suffix != ".json":
+        return f"<pre>{escape(text)}</pre>"
+    flat = re.sub(r"\[\s*([^\[\]{}]*?)\s*\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
+    return f'<pre style="white-space: pre-wrap">{escape(flat)}</pre>'
 
 
 def _members_table(run_dir: Path) -> str:
