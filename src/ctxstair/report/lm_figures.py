@@ -88,6 +88,18 @@ def _legend(ax: plt.Axes, **options) -> None:
         ax.legend(**options)
 
 
+def _legend_on_top(ax: plt.Axes) -> None:
+    """A legend at the top of the panel, over room made for it above the data (linear y axis), so that it
+    never covers a curve, wherever the curves run."""
+    entries = len(ax.get_legend_handles_labels()[0])
+    if not entries:
+        return
+    low, high = ax.get_ylim()
+    share = 0.1 * entries + 0.04  # of the axes' height: the legend's rows at this figure size
+    ax.set_ylim(low, high + (high - low) * share / (1 - share))
+    ax.legend(loc="upper left", ncol=1)
+
+
 def _not_measured(ax: plt.Axes, what: str) -> None:
     ax.text(0.5, 0.5, f"{what}: not measured", ha="center", va="center", transform=ax.transAxes, color="grey")
 
@@ -118,7 +130,7 @@ def rho_next_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_ylabel(RHO_NEXT_LABEL)
     _state_axis(ax, series)
-    _legend(ax)
+    _legend_on_top(ax)
 
 
 def loss_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
@@ -149,7 +161,7 @@ def probe_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
     ax.set_ylim(bottom=0)
     ax.set_ylabel("MSE of cosine similarities\n(pairs of held-out tokens)")
     _state_axis(ax, series)
-    _legend(ax)
+    _legend_on_top(ax)
 
 
 def attention_lines_panel(ax: plt.Axes, series: StaircaseSeries) -> None:
