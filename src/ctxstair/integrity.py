@@ -14,20 +14,14 @@ Folders written before manifests existed (no ``manifest.json``) are read without
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ctxstair.errors import InputError
-from ctxstair.io import atomic_write_bytes, atomic_write_text
+from ctxstair.io import atomic_write_bytes, atomic_write_text, digest
 
 MANIFEST = "manifest.json"
-
-
-def digest(data: bytes) -> str:
-    """SHA-256 of ``data`` as 64 hex digits."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def write_verified(path: str | Path, data: bytes) -> None:

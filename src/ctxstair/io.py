@@ -248,7 +248,7 @@ RECORD = "ctxstair.sha256"
 def record_output(folder: str | os.PathLike) -> int:
     """Write the record of every file of ``folder`` (:func:`recorded_files`); return how many."""
     folder = Path(folder)
-    files = {name: _sha256(path.read_bytes()) for name, path in recorded_files(folder).items()}
+    files = {name: digest(path.read_bytes()) for name, path in recorded_files(folder).items()}
     _write_record(folder, files)
     return len(files)
 
@@ -320,7 +320,8 @@ def _recorded_folder(path: Path) -> Path | None:
     return None
 
 
-def _sha256(data: bytes) -> str:
+def digest(data: bytes) -> str:
+    """SHA-256 of ``data`` as 64 hex digits (the records here, the manifests of :mod:`ctxstair.integrity`)."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -335,7 +336,7 @@ def _note_written(path: Path, data: bytes) -> None:
         return
     with _locked(folder):
         files = read_record(folder) or {}
-        files[path.relative_to(folder).as_posix()] = _sha256(data)
+        files[path.relative_to(folder).as_posix()] = digest(data)
         _write_record(folder, files)
 
 
