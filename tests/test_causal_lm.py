@@ -393,7 +393,7 @@ def test_direct_path_prediction_is_exact_when_blocks_write_nothing(family, objec
     write_nothing(model, family)
     X = markov_windows(V, 12, 7, seed=6)
     with torch.no_grad():  # post-sublayer norms (OLMo-2, Gemma 2) of a zero output write zero too
-        summands = view_of(model).forward(torch.from_numpy(X))[0].summands
+        summands = view_of(model).forward(torch.from_numpy(X)).summands
     assert all(torch.count_nonzero(s) == 0 for name, s in summands.items() if name not in ("embed", "pos"))
     measured = decoder_embedding_paths(model, X, objective)["embed"]
     predicted = direct_path_prediction(model, next_token_occurrence(X, V), next_token_signature(X, V), objective)

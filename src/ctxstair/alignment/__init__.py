@@ -28,6 +28,7 @@ from ctxstair.alignment.geometry import effective_rank, linear_cka, topk_overlap
 from ctxstair.alignment.pca import pca
 from ctxstair.alignment.probe import ProbeResult, probe_alignment
 from ctxstair.alignment.similarity import (
+    Reference,
     compare,
     cosine_matrix,
     mean_cosine,
@@ -40,6 +41,7 @@ from ctxstair.alignment.similarity import (
 
 __all__ = [
     "ProbeResult",
+    "Reference",
     "compare",
     "cosine_matrix",
     "distribution_match",

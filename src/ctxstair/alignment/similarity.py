@@ -86,23 +86,44 @@ def compare(S_a: object, S_b: object, *, rtol: float = CONSTANT_RTOL) -> dict:
         then NaN). Values are Python scalars for two single matrices, otherwise arrays of the
         broadcast leading shape.
     """
-    A, B = square_stack(S_a, "S_a"), square_stack(S_b, "S_b")
-    if A.shape[-1] != B.shape[-1]:
-        raise InputError(f"S_a and S_b must be matrices of the same size, got shapes {A.shape} and {B.shape}")
-    try:
-        np.broadcast_shapes(A.shape, B.shape)
-    except ValueError:
-        raise InputError(f"the stacks S_a {A.shape} and S_b {B.shape} do not broadcast against each other") from None
-    a, b = np.broadcast_arrays(upper_triangle(A), upper_triangle(B))
-    pearson, defined = _pearson(a, b, rtol)
-    spearman = np.where(defined, _pearson(rankdata(a, axis=-1), rankdata(b, axis=-1), rtol)[0], np.nan)
-    result = {
-        "pearson": pearson,
-        "spearman": spearman,
-        "one_minus_mse": 1.0 - np.mean((a - b) ** 2, axis=-1),
-        "defined": defined,
-    }
-    return {key: _scalar_if_0d(value) for key, value in result.items()}
+    A = square_stack(S_a, "S_a")  # S_a's problems are named first
+    return Reference(S_b, rtol=rtol).compare(A)
+
+
+class Reference:
+    """One side of :func:`compare` prepared once: a similarity matrix (n, n) or a stack (..., n, n)
+    whose strictly upper triangle is read and ranked here, not again for every matrix compared with
+    it (a signature's cosine matrix against many snapshots, or at every step of a monitored run).
+    ``Reference(S_b).compare(S_a)`` is ``compare(S_a, S_b)``, bit for bit (SPEC §3)."""
+
+    def __init__(self, S: object, *, rtol: float = CONSTANT_RTOL):
+        self.S = square_stack(S, "S_b")
+        self.rtol = rtol
+        self.triangle = upper_triangle(self.S)  # (..., n(n-1)/2)
+        self.ranks = rankdata(self.triangle, axis=-1)
+
+    def compare(self, S_a: object) -> dict:
+        """:func:`compare` of ``S_a`` (n, n) or a stack (..., n, n) with this reference."""
+        A, B = square_stack(S_a, "S_a"), self.S
+        if A.shape[-1] != B.shape[-1]:
+            raise InputError(f"S_a and S_b must be matrices of the same size, got shapes {A.shape} and {B.shape}")
+        try:
+            np.broadcast_shapes(A.shape, B.shape)
+        except ValueError:
+            raise InputError(f"the stacks S_a {A.shape} and S_b {B.shape} do not broadcast against each "
+                             "other") from None
+        triangle = upper_triangle(A)
+        a, b = np.broadcast_arrays(triangle, self.triangle)
+        pearson, defined = _pearson(a, b, self.rtol)
+        rank_a, rank_b = np.broadcast_arrays(rankdata(triangle, axis=-1), self.ranks)
+        spearman = np.where(defined, _pearson(rank_a, rank_b, self.rtol)[0], np.nan)
+        result = {
+            "pearson": pearson,
+            "spearman": spearman,
+            "one_minus_mse": 1.0 - np.mean((a - b) ** 2, axis=-1),
+            "defined": defined,
+        }
+        return {key: _scalar_if_0d(value) for key, value in result.items()}
 
 
 def permuted_pearson(S_a: object, S_b: object, permutations: object, *, rtol: float = CONSTANT_RTOL) -> np.ndarray:

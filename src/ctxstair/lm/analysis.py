@@ -33,7 +33,14 @@ import numpy as np
 import torch
 
 from ctxstair.alignment.probe import cosine_backward, row_cosines
-from ctxstair.alignment.similarity import compare, cosine_matrix, permuted_pearson, signature_cosine, stacked_cosines
+from ctxstair.alignment.similarity import (
+    Reference,
+    compare,
+    cosine_matrix,
+    permuted_pearson,
+    signature_cosine,
+    stacked_cosines,
+)
 from ctxstair.checks import (
     check_dense_size,
     check_id_subset,
@@ -125,11 +132,13 @@ def rho_next(W: object, phi_next: object) -> dict:
     return rho_next_against(W, signature_cosine(phi))
 
 
-def rho_next_against(W: object, S_next: np.ndarray) -> dict:
+def rho_next_against(W: object, S_next: np.ndarray | Reference) -> dict:
     """:func:`rho_next` with the next-token signatures' cosine matrix ``S_next`` (T, T) already
     computed (:func:`~ctxstair.alignment.signature_cosine`), for callers that measure many times
-    against the same signatures: at a vocabulary of 50k that matrix costs about 2 GFLOP."""
-    return compare(stacked_cosines(_snapshots(W, S_next.shape[0], "S_next")), S_next)
+    against the same signatures: at a vocabulary of 50k that matrix costs about 2 GFLOP. Given as a
+    :class:`~ctxstair.alignment.similarity.Reference`, its triangle is not ranked again either."""
+    reference = S_next if isinstance(S_next, Reference) else Reference(S_next)
+    return reference.compare(stacked_cosines(_snapshots(W, reference.S.shape[-1], "S_next")))
 
 
 def token_split(n_tokens: int, heldout_fraction: float = 0.25, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -349,10 +358,14 @@ def attention_path_sums(
     numerator = np.zeros((tokens.size + 1) * n_cols)
     chunk = max(1, _ATTENTION_CHUNK // query.size)
     for start in range(0, n, chunk):
-        x = X[start:start + chunk]
-        flat = row[x[:, key]] * n_cols + col[x[:, query + 1]]
-        weights = A[start:start + chunk, query, key] * pair_weight
-        numerator += np.bincount(flat.ravel(), weights=weights.ravel(), minlength=numerator.size)
+        rows, cols = row[X[start:start + chunk]], col[X[start:start + chunk]]  # (windows, T) each
+        # Only pairs whose key is a token and whose next token a label are added: the others would land
+        # in the excluded row or column, which is dropped. Leaving them out keeps the order in which
+        # every kept entry is added, so the sums are the same to the bit, and reads only their weights.
+        window, pair = np.nonzero((rows < tokens.size)[:, key] & (cols < labels.size)[:, query + 1])
+        flat = rows[window, key[pair]] * n_cols + cols[window, query[pair] + 1]
+        weights = A[start + window, query[pair], key[pair]] * pair_weight[pair]
+        numerator += np.bincount(flat, weights=weights, minlength=numerator.size)
     # Σ_{s=i}^{T-2} 1/(s+1): the denominator weight of key position i, summed in closed form.
     key_weight = np.cumsum((1.0 / np.arange(1, T))[::-1])[::-1]
     denominator = np.bincount(row[X[:, :-1]].ravel(), weights=np.tile(key_weight, n), minlength=tokens.size + 1)
@@ -411,7 +424,7 @@ def attention_path_counts(model, sample: object, tokens: object, vocab_size: int
     for start in range(0, X.shape[0], chunk):
         part = X[start:start + chunk]
         windows = torch.from_numpy(part).to(view.embedding.device)
-        pattern = weight_array(view.attention_pattern(windows).mean(dim=2))  # (layers, n, T, T)
+        pattern = weight_array(view.attention_pattern(windows, average_heads=True))  # (layers, n, T, T)
         for layer in range(view.n_layers):
             counts[layer] += attention_path_sums(part, pattern[layer], vocab_size, tokens)
     return counts

@@ -274,7 +274,7 @@ class StaircaseMonitor:
         parts = [sample[first:first + chunk] for first in range(0, len(sample), chunk)]
 
         def join() -> None:  # the forward pass of a model sharded by FSDP2 is a collective
-            view.attention_pattern(torch.from_numpy(parts[0]).to(view.embedding.device))
+            view.attention_pattern(torch.from_numpy(parts[0]).to(view.embedding.device), average_heads=True)
 
         return sharded.summed_over_ranks(lambda part: analysis.attention_path_counts(network, part, self.tokens, V),
                                         parts, (view.n_layers, self.tokens.size, V + 1),

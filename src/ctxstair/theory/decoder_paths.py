@@ -77,7 +77,7 @@ def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objectiv
         return -next_token_loss(logits, X) if objective == "loss" else logits[:, :-1].gather(-1, X[:, 1:, None]).mean()
 
     with torch.enable_grad(), _requiring_grad(W_E):
-        run, _ = view.forward(X)
+        run = view.forward(X)
         value = objective_of(run.logits)
         wanted = [run.stream] + ([run.head_output] if view.tied else [])
         upstream, *d_head = torch.autograd.grad(value, wanted, retain_graph=not view.sharded)  # G, (n, T, d)
@@ -86,7 +86,7 @@ def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objectiv
         paths = {}
         for name in [name for name in run.summands if name != "pos"]:
             if view.sharded:  # FSDP2 freed the gathered weights after the last backward pass: a new pass
-                run, _ = view.forward(X)  # (deterministic: the model is in eval mode, G is still its G)
+                run = view.forward(X)  # (deterministic: the model is in eval mode, G is still its G)
             with view.starting_at(name):  # W_E as the pass read it (under FSDP2 the gathered tensor)
                 (g,) = torch.autograd.grad(run.summands[name], run.embedding, upstream,
                                            retain_graph=not view.sharded, allow_unused=True)
@@ -95,7 +95,7 @@ def decoder_embedding_paths(model: torch.nn.Module, tokens: np.ndarray, objectiv
             paths["unembed"] = unembed
         if full:
             if view.sharded:
-                run, _ = view.forward(X)
+                run = view.forward(X)
                 value = objective_of(run.logits)
             paths["full"] = restricted(torch.autograd.grad(value, run.embedding)[0])
     return paths

@@ -131,13 +131,10 @@ class ModelView:
         """V, the embedding rows."""
         return int(self.embedding.shape[0])
 
-    def forward(self, tokens: torch.Tensor, patterns: bool = False) -> tuple[Forward, list[torch.Tensor]]:
-        """Run the model on int (n, T) windows (on its device) and read the pass: the :class:`Forward`
-        and, with ``patterns``, each layer's post-softmax attention (n, H, T, T) (eager attention
-        for this pass), else []."""
+    def forward(self, tokens: torch.Tensor) -> Forward:
+        """Run the model on int (n, T) windows (on its device) and read the pass (:class:`Forward`)."""
         adapter, model = self.adapter, self.model
         read: dict[str, torch.Tensor] = {}
-        found: list[torch.Tensor] = []
 
         def keep(name: str):
             def hook(module, args, output):
@@ -146,9 +143,6 @@ class ModelView:
 
         def keep_embedding(module, args, output):
             read["embed"], read["embedding"] = output, module.weight
-
-        def keep_pattern(module, args, output):
-            found.append(output[1])
 
         def keep_stream(module, args):
             read["stream"] = args[0]
@@ -162,23 +156,20 @@ class ModelView:
         for layer, block in enumerate(self.blocks):
             plan += [(block.get_submodule(adapter.attention_summand), keep(f"attn.{layer}")),
                      (block.get_submodule(adapter.mlp_summand), keep(f"mlp.{layer}"))]
-            if patterns:
-                plan.append((block.get_submodule(adapter.attention), keep_pattern))
         head = model.get_output_embeddings()
         if head is not None:
             plan.append((head, keep_head))
         handles = [module.register_forward_hook(hook) for module, hook in plan]
         handles.append(model.get_submodule(adapter.final_norm).register_forward_pre_hook(keep_stream))
         try:
-            with _eager_attention(model.config) if patterns else contextlib.nullcontext():
-                logits = model(input_ids=tokens, use_cache=False).logits
+            logits = model(input_ids=tokens, use_cache=False).logits
         finally:
             for handle in handles:
                 handle.remove()
         names = ["embed", "pos"] + [f"{part}.{layer}" for layer in range(self.n_layers) for part in ("attn", "mlp")]
         summands = {name: read[name] for name in names if name in read}
         return Forward(summands, read["stream"], logits, read.get("head_input"), read.get("head_output"),
-                       read["embedding"]), found
+                       read["embedding"])
 
     def starting_at(self, summand: str) -> contextlib.AbstractContextManager:
         """A context for a backward pass that starts at ``summand`` (``attn.ℓ``, ``mlp.ℓ``, ...) of the
@@ -189,9 +180,27 @@ class ModelView:
             return contextlib.nullcontext()
         return fsdp2.unsharded(self.blocks[int(layer)], self.model)
 
-    def attention_pattern(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Post-softmax attention (n_layers, n, H, T_query, T_key) of int (n, T) windows (SPEC §7)."""
-        return torch.stack(self.forward(tokens, patterns=True)[1])
+    def attention_pattern(self, tokens: torch.Tensor, average_heads: bool = False) -> torch.Tensor:
+        """Post-softmax attention (n_layers, n, H, T_query, T_key) of int (n, T) windows (SPEC §7), read
+        in one pass with eager attention (the only implementation that returns it); with
+        ``average_heads`` the mean over heads (n_layers, n, T_query, T_key), taken layer by layer as
+        the pass goes, so the heads of all layers are never held at once."""
+        found: list[torch.Tensor] = []
+
+        def keep_pattern(module, args, output):
+            found.append(output[1].mean(dim=1) if average_heads else output[1])
+
+        handles = [block.get_submodule(self.adapter.attention).register_forward_hook(keep_pattern)
+                   for block in self.blocks]
+        try:
+            with _eager_attention(self.model.config):
+                # Only the patterns are read, so the unembedding runs on the last position alone: at
+                # V = 2,000 and d = 64 the logits of every position cost as much as the layers.
+                self.model(input_ids=tokens, use_cache=False, logits_to_keep=1)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return torch.stack(found)
 
     def value_output(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(W_V, W_O)`` of a layer: (H·hd, d), one row block per query head, and (d, H·hd); biases
