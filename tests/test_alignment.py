@@ -7,6 +7,7 @@ import pytest
 from scipy.stats import pearsonr, spearmanr
 
 from ctxstair.alignment import (
+    Reference,
     compare,
     cosine_matrix,
     distribution_match,
@@ -110,6 +111,34 @@ def test_batched_compare_equals_looped(rng):
         for key in ("pearson", "spearman", "one_minus_mse"):
             np.testing.assert_allclose(batched[key][s], single[key], atol=1e-14)
     assert batched["pearson"].shape == (4,) and not batched["defined"][2]
+
+
+def test_a_reference_is_ranked_once_and_compares_like_compare(rng, monkeypatch):
+    # What the monitor does at every measurement: many matrices against one signature geometry. The
+    # reference's triangle is ranked when it is made, never again, and every answer is compare's.
+    from ctxstair.alignment import similarity
+
+    target = cosine_matrix(rng.normal(size=(12, 5)))
+    target[0, 1] = target[1, 0] = target[0, 2]  # a tie among the reference's pairs
+    reference = Reference(target)
+    ranked = []
+    monkeypatch.setattr(similarity, "rankdata", lambda x, axis: ranked.append(x.shape) or spearman_ranks(x, axis))
+    for shape in ((12, 3), (4, 12, 3)):
+        snapshots = cosine_matrix(rng.normal(size=shape)) if len(shape) == 2 else np.stack(
+            [cosine_matrix(rng.normal(size=shape[1:])) for _ in range(shape[0])])
+        got, expected = reference.compare(snapshots), compare(snapshots, target)
+        for key in expected:
+            np.testing.assert_array_equal(got[key], expected[key])
+    triangle = 12 * 11 // 2
+    # Single matrices: the snapshot twice (reference.compare, compare) and the target once per compare()
+    # call (it makes a reference of its own), never by the reference made above. Stacks: twice, whole.
+    assert ranked.count((triangle,)) == 2 + 2 and ranked.count((4, triangle)) == 2
+
+
+def spearman_ranks(x, axis):
+    from scipy.stats import rankdata
+
+    return rankdata(x, axis=axis)
 
 
 # --- partial correlation -------------------------------------------------------------------------

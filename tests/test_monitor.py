@@ -425,3 +425,14 @@ def test_a_model_on_cuda_gives_the_cpu_numbers(corpus):
     llama = lm_train_model(corpus["tokenizer"].vocab_size)
     on_cpu = monitor.measure(llama)
     assert monitor.measure(copy.deepcopy(llama).cuda()) == pytest.approx(on_cpu, abs=1e-6)
+
+
+@pytest.mark.parametrize(("n", "chunk", "world"), [(128, 1024, 2), (128, 40, 2), (5, 1024, 8), (7, 3, 3), (1, 1, 2)])
+def test_the_path_sample_is_cut_so_that_every_rank_counts_a_share(n, chunk, world):
+    from ctxstair.monitor.staircase import path_parts
+
+    sample = np.arange(n * 3).reshape(n, 3)
+    parts = path_parts(sample, chunk, world)
+    np.testing.assert_array_equal(np.concatenate(parts), sample)  # every window once, in order
+    assert all(1 <= len(part) <= chunk for part in parts)
+    assert len(parts) >= min(n, world)  # no rank idles while another counts the whole sample

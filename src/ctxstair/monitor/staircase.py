@@ -270,8 +270,8 @@ class StaircaseMonitor:
         sample = self.setup.path_sample(view.positions)
         sharded.same_on_every_rank(sample, "attention-path windows")
         check_sequences(sample, V, "the window sample")
-        chunk = analysis.pattern_windows(view, sample.shape[1])
-        parts = [sample[first:first + chunk] for first in range(0, len(sample), chunk)]
+        parts = path_parts(sample, analysis.pattern_windows(view, sample.shape[1]),
+                           torch.distributed.get_world_size())
 
         def join() -> None:  # the forward pass of a model sharded by FSDP2 is a collective
             view.attention_pattern(torch.from_numpy(parts[0]).to(view.embedding.device), average_heads=True)
@@ -304,6 +304,14 @@ class StaircaseMonitor:
         for name, value in values.items():
             writer.add_scalar(LOG_PREFIX + name, value, step)
         return values
+
+
+def path_parts(sample: np.ndarray, chunk: int, world: int) -> list[np.ndarray]:
+    """The windows (n, T) of the path sample cut into consecutive parts for ``world`` ranks to count:
+    at most ``chunk`` windows each (one forward pass), and as many parts as ranks where there are as
+    many windows, so that no rank waits while another counts the whole sample."""
+    size = max(1, min(chunk, -(-len(sample) // world)))
+    return [sample[first:first + size] for first in range(0, len(sample), size)]
 
 
 @functools.cache
