@@ -81,3 +81,14 @@ def test_a_context_longer_than_any_window():
     expected_counts, expected_events = brute_prefix(windows, everything, everything, everything)
     np.testing.assert_array_equal(counts, expected_counts)
     np.testing.assert_array_equal(events, expected_events)
+
+
+def test_importing_ctxstair_does_not_import_numba():
+    """A library that runs inside someone else's training pays numba's import only when it counts."""
+    import subprocess
+    import sys
+
+    code = ("import sys, ctxstair.corpus, ctxstair.signatures, ctxstair.monitor; "
+            "print('numba' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"

@@ -356,7 +356,7 @@ def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar:
             if name in total:
                 total[name] += a
             else:
-                total[name] = a.astype(np.int64)
+                total[name] = a.astype(np.int64, copy=False)  # the loaded array is this sum's own
 
     def done(unit: Unit) -> None:
         atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")
@@ -388,10 +388,11 @@ def _group_arrays(first: dict[str, np.ndarray], n_rows: int, vocab_size: int) ->
 
 def _csr(rows: np.ndarray) -> dict[str, np.ndarray]:
     """Dense (T, V) counts as the CSR arrays of the statistics file."""
-    nonzero = rows != 0
-    indices = np.nonzero(nonzero)[1].astype(np.int64)
-    indptr = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(np.int64)
-    return {"next_rows.indptr": indptr, "next_rows.indices": indices, "next_rows.counts": rows[nonzero]}
+    flat = np.flatnonzero(rows)  # one pass over the dense counts; row and column follow from it
+    row, indices = np.divmod(flat.astype(np.int64, copy=False), rows.shape[1])
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=rows.shape[0]))]).astype(np.int64)
+    return {"next_rows.indptr": indptr, "next_rows.indices": indices,
+            "next_rows.counts": rows.reshape(-1)[flat]}
 
 
 def _sample(specs, counts, window, documents, n, seed) -> tuple[np.ndarray, np.ndarray]:

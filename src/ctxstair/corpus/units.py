@@ -11,8 +11,9 @@ the Ray executors run the same function (:func:`count_unit`). Two passes:
 * ``rows``: for the tracked tokens T (chosen after the first pass, or given), the next-token rows
   over the whole vocabulary and the first-order prefix counts (T × labels × T).
 
-Counts are int64 (exact) except the prefix counts of one unit, int32: a unit holds fewer than 2^31
-tokens (:data:`MAX_UNIT_TOKENS`), so no count of one unit can reach 2^31. The ``rows`` pass counts
+Counts are int64 (exact) except the next-token rows and prefix counts of one unit, int32: a unit
+holds fewer than 2^31 tokens (:data:`MAX_UNIT_TOKENS`), so no count of one unit can reach 2^31, and
+the unit files, written by a worker and read back by the sum, take half the bytes. The ``rows`` pass counts
 with the compiled loops of :mod:`ctxstair.signatures.kernels` (the same loop as
 :func:`~ctxstair.signatures.prefix_counts`), on the ids as they are stored.
 """
@@ -34,7 +35,7 @@ from ctxstair.signatures.prefix import index_map
 
 #: Tokens per piece read from a source and counted at once: bounded working memory per worker.
 PIECE_TOKENS = 1 << 23
-#: Largest unit: its int32 prefix counts cannot overflow.
+#: Largest unit: its int32 counts cannot overflow.
 MAX_UNIT_TOKENS = 1 << 30
 UNIGRAM, ROWS = "unigram", "rows"
 
@@ -177,11 +178,11 @@ def _count_rows(job: Job, unit: Unit) -> dict[str, np.ndarray]:
     tokens = np.asarray(job.tokens, dtype=np.int64)
     row_of = index_map(tokens, V)
     out = {}
+    # int32: a unit holds fewer than 2^31 tokens (MAX_UNIT_TOKENS), so no count of it can overflow.
     if job.next_rows:
-        out["next_rows"] = np.zeros((tokens.size, V), dtype=np.int64)
+        out["next_rows"] = np.zeros((tokens.size, V), dtype=np.int32)
     if job.labels is not None:
         label_index = index_map(np.asarray(job.labels, dtype=np.int64), V)
-        # int32: a unit holds fewer than 2^31 tokens (MAX_UNIT_TOKENS), so no count of it can overflow.
         out["prefix_counts"] = np.zeros((tokens.size, len(job.labels), tokens.size), dtype=np.int32)
         out["events"] = np.zeros(tokens.size, dtype=np.int64)
     for _, piece in pieces(job, unit):  # ids checked against V, so every id has a slot in the maps
