@@ -34,7 +34,7 @@ from safetensors.numpy import load_file
 from ctxstair.checks import check_dense_size, check_id_subset, int_in_range
 from ctxstair.corpus.executors import Executor
 from ctxstair.corpus.sources import open_source, windows
-from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, tokenizer_identity, write_stats
+from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, csr_parts, tokenizer_identity, write_stats
 from ctxstair.corpus.units import (
     MAX_UNIT_TOKENS,
     ROWS,
@@ -114,11 +114,10 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             whose next-token pairs are counted per block of ``block_tokens`` positions.
         dtype: the token dtype of flat ``.bin`` files; column: the token column of tables; text_ok: whether
             a flat ``.bin`` that reads as text is counted (:func:`~ctxstair.corpus.flat.refuse_text`).
-        workers: local worker processes, at most (fewer for a small corpus, :func:`workers_for`); ray: a
-            Ray address (``local``, ``auto`` or an address),
-            instead of local processes.
+        workers: local worker processes, at most (fewer for a small corpus, :func:`workers_for`);
+            ray: a Ray address (``local``, ``auto`` or an address), instead of local processes.
         unit_tokens: tokens per work unit (default: an equal share of the corpus per worker, at most
-            :data:`UNIT_TOKENS`: every unit writes its dense counts, about 240 MB at the defaults, so
+            :data:`UNIT_TOKENS`: every unit writes its dense counts, about 200 MB at the defaults, so
             fewer, larger units cost less; a unit of the default size counts for about 20 s per core, a
             kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
@@ -144,6 +143,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     total_windows = sum(counts)
     if total_windows == 0:
         raise InputError(f"the sources hold no window of {window} tokens")
+    # Local workers only: a Ray cluster's workers are already running.
     workers = workers_for(total_windows * window, workers) if ray is None else workers
     _check_budget(count, k if given is None else given.size, prefix_labels, vocab_size, workers, max_bytes)
     settings = {"window": window, "documents": documents, "vocab_size": vocab_size,
@@ -388,11 +388,8 @@ def _group_arrays(first: dict[str, np.ndarray], n_rows: int, vocab_size: int) ->
 
 def _csr(rows: np.ndarray) -> dict[str, np.ndarray]:
     """Dense (T, V) counts as the CSR arrays of the statistics file."""
-    flat = np.flatnonzero(rows)  # one pass over the dense counts; row and column follow from it
-    row, indices = np.divmod(flat.astype(np.int64, copy=False), rows.shape[1])
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=rows.shape[0]))]).astype(np.int64)
-    return {"next_rows.indptr": indptr, "next_rows.indices": indices,
-            "next_rows.counts": rows.reshape(-1)[flat]}
+    indptr, indices, counts = csr_parts(rows)
+    return {"next_rows.indptr": indptr, "next_rows.indices": indices, "next_rows.counts": counts}
 
 
 def _sample(specs, counts, window, documents, n, seed) -> tuple[np.ndarray, np.ndarray]:
