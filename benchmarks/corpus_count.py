@@ -1,28 +1,31 @@
 """Corpus statistics over a token file (``ctxstair corpus count``), measured side by side in one run.
 
-    python benchmarks/corpus_count.py                   # 100 M tokens (≈ 5 min on 2 cores)
-    python benchmarks/corpus_count.py --tokens 1e9      # also the 1 B-token count: time and peak RSS
+    python benchmarks/corpus_count.py                   # 100 M tokens (≈ 3 min on 2 cores)
+    python benchmarks/corpus_count.py --tokens 1e9      # also 1 B tokens: 1 and 2 workers, peak RSS (≈ 6 min more)
 
 The corpus is generated here, written as a nanoGPT-style uint16 memmap: a Zipf stream over V = 50,000
 ids (p_k ∝ 1/(k + 2.7), ids shuffled) in which 30 % of the positions follow a fixed successor table
 of the previous draw (a Markov pair structure the next-token rows must find). Windows of 128 tokens.
 Tracked tokens: the 200 most frequent ids; prefix labels: 1,000.
 
-What is measured, each as a rate in M tokens/s of one process, and the ratios the issue asks for:
+What is measured, each as a rate in M tokens/s of one process, and the ratios the targets are about:
 
 * ``np.bincount`` of the same tokens read from the memmap in pieces (a counting pass's limit), and
   of the tokens copied to int64 first (what a count on int64 ids pays);
 * the whole path (reader, windows, units, counts, merge, files) for the next-token rows alone, next
-  to its two numpy passes in memory (the row lookup and the ``np.add.at`` scatter), the bound of
-  this way of counting in numpy;
-* the prefix counts: ``signatures.prefix_counts`` on windows in memory per core against ``corpus
-  count``'s prefix pass on the same tokens, and the scatter alone of as many pairs (the bound of a
-  pair-list count);
+  to the compiled rows loop (:func:`ctxstair.signatures.kernels.add_next_rows`) alone on the same
+  tokens in memory;
+* the prefix counts: ``signatures.prefix_counts`` on windows in memory (one core) against ``corpus
+  count``'s prefix pass on the same tokens;
 * the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers, and one
   rows unit counted alone against two counted side by side (what two workers cost each other);
 * peak RSS of the whole process tree (the command and its workers, sampled every 50 ms) for the
-  default count at 100 M tokens and, with ``--tokens``, at that size;
+  default count at 100 M tokens and, with ``--tokens``, at that size, where the default count on
+  1 and 2 workers is timed too;
 * the text path: ``corpus tokenize`` next to the tokenizer library's own ``encode_batch``.
+
+The headline lines at the end are the targets': next-token rows / bincount, prefix counts M tokens/s
+per core, 2 workers / 1.
 """
 
 from __future__ import annotations
@@ -82,34 +85,17 @@ def int64_bincount_rate(path: Path) -> float:
     return tokens.size / (time.perf_counter() - start) / 1e6
 
 
-def rows_bound_rates(path: Path, tokens: np.ndarray) -> tuple[float, float]:
-    """M tokens/s of the two numpy passes the next-token rows need, in memory, without the rest of
-    the path: the scatter alone (``np.add.at`` of one precomputed key per position into the
-    (201 · V,) table) and the row lookup plus the scatter (what the count does per piece)."""
+def rows_kernel_rate(path: Path, tokens: np.ndarray) -> float:
+    """M tokens/s of the compiled next-token rows loop alone, on 64 M tokens already in memory."""
+    from ctxstair.signatures import kernels
+    from ctxstair.signatures.prefix import index_map
+
     ids = np.asarray(np.memmap(path, dtype=np.uint16, mode="r")[: 4 * PIECE]).reshape(-1, WINDOW)
-    row_start = np.full(V, tokens.size * V, dtype=np.int32)
-    row_start[tokens] = np.arange(tokens.size) * V
-    rows = np.ones((tokens.size + 1) * V, dtype=np.int64)  # touched now: no page faults in the timing
-    keys = row_start[ids[:, :-1]] + ids[:, 1:]
+    row_of, rows = index_map(tokens, V), np.zeros((tokens.size, V), dtype=np.int64)
+    kernels.add_next_rows(ids[:1], row_of, rows)  # compiled (or loaded from numba's cache) outside the timing
     start = time.perf_counter()
-    np.add.at(rows, keys.reshape(-1), 1)
-    scatter = ids.size / (time.perf_counter() - start) / 1e6
-    start = time.perf_counter()
-    key = row_start[ids[:, :-1]]
-    key += ids[:, 1:]
-    np.add.at(rows, key.reshape(-1), 1)
-    return scatter, ids.size / (time.perf_counter() - start) / 1e6
-
-
-def prefix_scatter_rate(n_tokens: int, n_pairs: int) -> float:
-    """M tokens/s that the pair-list prefix count would reach if it did nothing but its scatter:
-    ``np.add.at`` of ``n_pairs`` ones (the (event, earlier context token) pairs of ``n_tokens``
-    tokens, here at uniformly random places) into the (200, 1,000, 200) float64 counts."""
-    counts = np.ones(K * LABELS * K)  # touched now: no page faults in the timing
-    flat = np.random.default_rng(0).integers(0, counts.size, n_pairs)
-    start = time.perf_counter()
-    np.add.at(counts, flat, 1.0)
-    return n_tokens / (time.perf_counter() - start) / 1e6
+    kernels.add_next_rows(ids, row_of, rows)
+    return ids.size / (time.perf_counter() - start) / 1e6
 
 
 def _timed_unit(job, unit) -> float:
@@ -152,13 +138,15 @@ def count_rate(path: Path, out: Path, **options) -> float:
 
 
 def in_memory_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> float:
-    """M tokens/s of ``signatures.prefix_counts`` called directly on pieces of windows (the in-memory path)."""
+    """M tokens/s of ``signatures.prefix_counts`` called directly on pieces of windows (the in-memory path),
+    adding into one result allocated before the timing (its ``out=``, as a corpus counted piece by piece does)."""
     from ctxstair.signatures import prefix_counts
 
     windows = np.memmap(path, dtype=np.uint16, mode="r")[: n_tokens // WINDOW * WINDOW].reshape(-1, WINDOW)
+    out = (np.ones((tokens.size, labels.size, tokens.size)), np.zeros(tokens.size))  # touched: no page faults timed
     start = time.perf_counter()
     for first in range(0, windows.shape[0], PIECE // WINDOW):
-        prefix_counts(windows[first:first + PIECE // WINDOW].astype(np.int64), tokens, labels, tokens)
+        prefix_counts(windows[first:first + PIECE // WINDOW].astype(np.int64), tokens, labels, tokens, out=out)
     return windows.size / (time.perf_counter() - start) / 1e6
 
 
@@ -241,6 +229,36 @@ def text_rates(folder: Path) -> tuple[float, float, float]:
     return library, rates[0], rates[1]
 
 
+def corpus_rows(path: Path, folder: Path, tokens: np.ndarray, labels: np.ndarray) -> tuple[list, dict]:
+    """The table's rows (what, M tokens/s, / bincount) on the 100 M-token ``path``, and the headline rates."""
+    # The compiled loops of every dtype the counts below use, compiled (or loaded from numba's cache)
+    # before any timing: a fresh checkout's first count compiles them, ≈ 1–4 s once.
+    np.memmap(path, dtype=np.uint16, mode="r")[: 1 << 20].tofile(folder / "warm.bin")
+    count_rate(folder / "warm.bin", folder / "warm", tokens=tokens, unit_tokens=1 << 27)
+    base = bincount_rate(path)
+    kernel = rows_kernel_rate(path, tokens)
+    rates = {"bincount": base, "int64": int64_bincount_rate(path),
+             "next": count_rate(path, folder / "next", count="next", tokens=tokens, unit_tokens=1 << 27),
+             "next_kernel": kernel}
+    sub = 20_000_000
+    np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
+    in_memory_prefix_rate(path, WINDOW, tokens, labels)  # the loop compiled outside the timing
+    rates["prefix"] = in_memory_prefix_rate(path, sub, tokens, labels)
+    rates["prefix_path"] = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens,
+                                      unit_tokens=1 << 27)
+    rates["one"] = count_rate(path, folder / "one", tokens=tokens, workers=1)
+    rates["two"] = count_rate(path, folder / "two", tokens=tokens, workers=2)
+    names = {"bincount": "`np.bincount` of the tokens (memmap, pieces of 16 M)",
+             "int64": "`np.bincount` of the same tokens copied to int64 first",
+             "next": "whole path, next-token rows of 200 tokens × 50,000",
+             "next_kernel": "next-token rows' compiled loop alone, in memory",
+             "prefix": "prefix counts 200 × 1,000 × 200, `prefix_counts` in memory (20 M tokens)",
+             "prefix_path": "whole path, prefix counts (with its unigram pass; 20 M tokens)",
+             "one": "default count (unigram, rows, prefix, sample), 1 worker",
+             "two": "default count, 2 workers"}
+    return [(names[key], rate, rate / base) for key, rate in rates.items()], rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=float, default=0, help="also count a corpus of this many tokens (e.g. 1e9)")
@@ -255,35 +273,7 @@ def main() -> None:
 
         labels = label_set(np.bincount(np.memmap(path, dtype=np.uint16, mode="r")[: 1 << 24], minlength=V), tokens,
                            LABELS)
-        rows = []
-        base = bincount_rate(path)
-        rows.append(("`np.bincount` of the tokens (memmap, pieces of 16 M)", base, 1.0))
-        wide = int64_bincount_rate(path)
-        rows.append(("`np.bincount` of the same tokens copied to int64 first", wide, wide / base))
-        nxt = count_rate(path, folder / "next", count="next", tokens=tokens, unit_tokens=1 << 27)
-        rows.append(("whole path, next-token rows of 200 tokens × 50,000", nxt, nxt / base))
-        scatter, lookup_scatter = rows_bound_rates(path, tokens)
-        rows.append(("next-token rows' scatter alone (`np.add.at`, one key per position, in memory)", scatter,
-                     scatter / base))
-        rows.append(("next-token rows' lookup + scatter, in memory (the two passes per piece)", lookup_scatter,
-                     lookup_scatter / base))
-        sub = 20_000_000
-        np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
-        in_memory = in_memory_prefix_rate(path, sub, tokens, labels)
-        rows.append(("prefix counts 200 × 1,000 × 200, `prefix_counts` in memory (20 M tokens)", in_memory,
-                     in_memory / base))
-        new = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens, unit_tokens=1 << 27)
-        rows.append(("whole path, prefix counts (with its unigram pass; 20 M tokens)", new, new / base))
-        from ctxstair.corpus import read_stats
-
-        n_pairs = int(read_stats(folder / "prefix").array("prefix_counts").sum(dtype=np.int64))
-        floor = prefix_scatter_rate(sub, n_pairs)
-        rows.append((f"prefix counts' scatter alone ({n_pairs / sub:.2f} pairs per token, `np.add.at`)", floor,
-                     floor / base))
-        one = count_rate(path, folder / "one", tokens=tokens, workers=1)
-        two = count_rate(path, folder / "two", tokens=tokens, workers=2)
-        rows.append(("default count (unigram, rows, prefix, sample), 1 worker", one, one / base))
-        rows.append(("default count, 2 workers", two, two / base))
+        rows, rates = corpus_rows(path, folder, tokens, labels)
         alone, together = unit_contention(path, tokens, labels)
         library, text_one, text_two = text_rates(folder)
         print(f"numpy {np.__version__}, {os.cpu_count()} CPUs, corpus {n:,} tokens of V = {V:,}, windows of {WINDOW}\n")
@@ -291,10 +281,7 @@ def main() -> None:
         print("|---|---|---|")
         for name, rate, ratio in rows:
             print(f"| {name} | {rate:.2f} | {ratio:.2f} |")
-        print(f"\nprefix counts, whole path / in memory per core: {new / in_memory:.2f}×; in memory / its scatter "
-              f"alone: {in_memory / floor:.2f}; two workers / one: {two / one:.2f}×; next-token rows / bincount: "
-              f"{nxt / base:.2f}, / their lookup + scatter in memory: {nxt / lookup_scatter:.2f}")
-        print(f"one rows unit of 25 M tokens: {alone:.2f} s alone, {together[0]:.2f} s and {together[1]:.2f} s "
+        print(f"\none rows unit of 25 M tokens: {alone:.2f} s alone, {together[0]:.2f} s and {together[1]:.2f} s "
               f"side by side with another ({max(together) / alone:.2f}× as long)")
         print(f"text: encode_batch {library:.2f} M tokens/s; corpus tokenize {text_one:.2f} (1 worker), "
               f"{text_two:.2f} (2 workers)")
@@ -302,12 +289,22 @@ def main() -> None:
         print("\n| `ctxstair corpus count` at its defaults, 2 workers | seconds | peak RSS of the tree (GiB) |")
         print("|---|---|---|")
         print(f"| {n / 1e6:.0f} M tokens | {seconds:.1f} | {peak:.2f} |")
+        big = None
         if args.tokens:
             big = folder / "big.bin"
             write_stream(big, int(args.tokens), seed=1)
             path.unlink()
             seconds, peak = command_count(big, folder / "big", workers=2)
             print(f"| {args.tokens / 1e6:.0f} M tokens | {seconds:.1f} | {peak:.2f} |")
+            big = (count_rate(big, folder / "big-one", tokens=tokens, workers=1),
+                   count_rate(big, folder / "big-two", tokens=tokens, workers=2))
+        print(f"\nnext-token rows / bincount: {rates['next'] / rates['bincount']:.2f} (whole path; the loop alone "
+              f"{rates['next_kernel'] / rates['bincount']:.2f})")
+        print(f"prefix counts per core: {rates['prefix']:.2f} M tokens/s in memory, {rates['prefix_path']:.2f} "
+              "whole path")
+        print(f"2 workers / 1, default count: {rates['two'] / rates['one']:.2f}× at {n / 1e6:.0f} M tokens"
+              + (f", {big[1] / big[0]:.2f}× at {args.tokens / 1e6:.0f} M tokens ({big[0]:.2f} and {big[1]:.2f} "
+                 "M tokens/s)" if big else ""))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -154,7 +154,12 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path):
+def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path, monkeypatch):
+    from ctxstair.corpus import count as count_module
+
+    # A corpus this small would be counted in this process (workers_for): two processes all the same,
+    # since they are what is checked.
+    monkeypatch.setattr(count_module, "TOKENS_PER_WORKER", 1)
     path = write_format("megatron", planted_documents(4, n_docs=60), tmp_path)
     outs = {}
     for name, options in (("one", {"workers": 1}), ("two", {"workers": 2}), ("ray", {"ray": "local"})):
@@ -168,6 +173,16 @@ def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path):
     # The unit size changes how the work is split, never the sums.
     other = count_corpus([path], tmp_path / "big-units", unit_tokens=1000 * W, **SETTINGS)
     assert _files(other.path) == outs["one"]
+
+
+def test_a_count_starts_no_more_workers_than_its_size_repays():
+    from ctxstair.corpus.count import TOKENS_PER_WORKER, workers_for
+
+    assert workers_for(10, 8) == 1
+    assert workers_for(TOKENS_PER_WORKER - 1, 2) == 1
+    assert workers_for(2 * TOKENS_PER_WORKER, 2) == 2
+    assert workers_for(3 * TOKENS_PER_WORKER, 8) == 3
+    assert workers_for(100 * TOKENS_PER_WORKER, 8) == 8
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:

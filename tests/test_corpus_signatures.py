@@ -165,13 +165,15 @@ def test_prefix_with_beta_at_position_0_is_next_token_signature_after_it():
     assert not phi[0].any()  # β = 8 only at s = 0, where nothing precedes it
 
 
-@pytest.mark.parametrize("chunk_pairs", [1, 100])
-def test_prefix_signature_chunked_equals_one_shot(monkeypatch, chunk_pairs):
+@pytest.mark.parametrize("chunk_tokens", [1, 24])
+def test_prefix_signature_chunked_equals_one_shot(monkeypatch, chunk_tokens):
+    from ctxstair.signatures import next_token
+
     X = random_windows(25, 8, 7, seed=6)
     tokens, labels, context = np.array([1, 3, 0]), np.arange(7), np.array([6, 2, 4, 0])
     one_shot = prefix_signature(X, tokens, labels, context)
-    # a window holds up to T·min(T-2, len(context)) = 32 pairs: chunks of 1 and of 3 windows
-    monkeypatch.setattr(prefix_module, "_CHUNK_PAIRS", chunk_pairs)
+    # windows of 8 tokens: pieces of 1 and of 3 windows
+    monkeypatch.setattr(next_token, "CHUNK_TOKENS", chunk_tokens)
     np.testing.assert_array_equal(prefix_signature(X, tokens, labels, context), one_shot)
     np.testing.assert_allclose(one_shot, brute_force_prefix(X, tokens.tolist(), labels.tolist(), context.tolist()),
                                rtol=1e-13, atol=0)
@@ -222,7 +224,6 @@ def test_counting_in_pieces_changes_nothing(monkeypatch, tmp_path):
     stored = np.memmap(tmp_path / "windows.i32", dtype=np.int32, mode="w+", shape=windows.shape)
     stored[:] = windows
     monkeypatch.setattr(next_token, "CHUNK_TOKENS", 7)
-    monkeypatch.setattr(prefix_module, "_CHUNK_PAIRS", 20)
     for source in (windows, stored):
         pieces = (next_token_signature(source, 30, tokens, labels), next_token_signature(source, 30, weights=weights),
                   next_token_occurrence(source, 30), prefix_signature(source, tokens, labels, context))

@@ -34,7 +34,7 @@ from safetensors.numpy import load_file
 from ctxstair.checks import check_dense_size, check_id_subset, int_in_range
 from ctxstair.corpus.executors import Executor
 from ctxstair.corpus.sources import open_source, windows
-from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, tokenizer_identity, write_stats
+from ctxstair.corpus.stats import RECORD_SUFFIX, CorpusStats, csr_parts, tokenizer_identity, write_stats
 from ctxstair.corpus.units import (
     MAX_UNIT_TOKENS,
     ROWS,
@@ -63,6 +63,17 @@ WINDOW = 128
 K, PREFIX_LABELS, SAMPLE_WINDOWS, SEED = 200, 1000, 128, 0
 #: Largest default unit (tokens): a unit's prefix counts are one dense (T, Y, T) int32 file.
 UNIT_TOKENS = 1 << 27
+#: Fewest tokens per local worker (:func:`workers_for`): a worker costs about a second to start and
+#: its unit files about half a second to sum, which a share of fewer tokens does not repay
+#: (benchmarks/RESULTS.md, "Corpus statistics over a token file").
+TOKENS_PER_WORKER = 1 << 25
+
+
+def workers_for(n_tokens: int, workers: int) -> int:
+    """The local workers a count of ``n_tokens`` tokens starts: ``workers`` at most, and one per
+    :data:`TOKENS_PER_WORKER` tokens, at least one. The statistics do not depend on it
+    (integer sums), only the time does."""
+    return max(1, min(workers, n_tokens // TOKENS_PER_WORKER))
 
 
 def word_like_mask(tokenizer, counts: np.ndarray) -> np.ndarray:
@@ -103,10 +114,10 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
             whose next-token pairs are counted per block of ``block_tokens`` positions.
         dtype: the token dtype of flat ``.bin`` files; column: the token column of tables; text_ok: whether
             a flat ``.bin`` that reads as text is counted (:func:`~ctxstair.corpus.flat.refuse_text`).
-        workers: local worker processes; ray: a Ray address (``local``, ``auto`` or an address),
-            instead of local processes.
+        workers: local worker processes, at most (fewer for a small corpus, :func:`workers_for`);
+            ray: a Ray address (``local``, ``auto`` or an address), instead of local processes.
         unit_tokens: tokens per work unit (default: an equal share of the corpus per worker, at most
-            :data:`UNIT_TOKENS`: every unit writes its dense counts, about 240 MB at the defaults, so
+            :data:`UNIT_TOKENS`: every unit writes its dense counts, about 200 MB at the defaults, so
             fewer, larger units cost less; a unit of the default size counts for about 20 s per core, a
             kill loses at most that); a resumed count keeps its plan's.
         max_bytes: budget of the dense arrays held by the workers together (default 2 GiB).
@@ -132,25 +143,26 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     total_windows = sum(counts)
     if total_windows == 0:
         raise InputError(f"the sources hold no window of {window} tokens")
+    # Local workers only: a Ray cluster's workers are already running.
+    workers = workers_for(total_windows * window, workers) if ray is None else workers
     _check_budget(count, k if given is None else given.size, prefix_labels, vocab_size, workers, max_bytes)
-    plan = {"sources": [_describe(spec) for spec in specs], "window": window, "documents": documents,
-            "vocab_size": vocab_size, "tokenizer": _tokenizer_of(specs, tokenizer), "count": list(count),
-            "tokens_given": None if given is None else given.tolist(), "k": k, "prefix_labels": prefix_labels,
-            "attention_windows": attention_windows, "seed": seed,
-            "groups": None if groups is None else {"block_tokens": int_in_range(block_tokens, "block_tokens", 1),
-                                                   "words": {w: [int(t) for t in ids] for w, ids in groups.items()}},
-            "unit_tokens": int(unit_tokens or min(UNIT_TOKENS, max(1 << 20, -(-total_windows // workers) * window)))}
-    if not 1 <= plan["unit_tokens"] <= MAX_UNIT_TOKENS:
-        raise InputError(f"unit_tokens must be in 1..{MAX_UNIT_TOKENS}, got {plan['unit_tokens']}")
-    output = claim_output(out, resume=resume, force=force, what="statistics directory",
-                          start=lambda folder: _write_plan(folder, plan), same=lambda folder: _same_plan(folder, plan))
-    try:
-        with Executor(workers, ray) as executor:
+    settings = {"window": window, "documents": documents, "vocab_size": vocab_size,
+                "tokenizer": _tokenizer_of(specs, tokenizer), "count": list(count),
+                "tokens_given": None if given is None else given.tolist(), "k": k, "prefix_labels": prefix_labels,
+                "attention_windows": attention_windows, "seed": seed, "groups": _groups_plan(groups, block_tokens),
+                "unit_tokens": _unit_tokens(unit_tokens, total_windows, window, workers)}
+    with Executor(workers, ray) as executor:
+        executor.start()  # the workers start and import while the sources are hashed, once per count
+        plan = {"sources": [_describe(spec) for spec in specs], **settings}
+        output = claim_output(out, resume=resume, force=force, what="statistics directory",
+                              start=lambda folder: _write_plan(folder, plan),
+                              same=lambda folder: _same_plan(folder, plan))
+        try:
             _count(output.path, specs, counts, plan, count, given, tokenizer, executor, progress)
-    except InputError:
-        if not output.resumed:  # bad data found while counting: nothing half-written stays
-            shutil.rmtree(output.path, ignore_errors=True)
-        raise
+        except InputError:
+            if not output.resumed:  # bad data found while counting: nothing half-written stays
+                shutil.rmtree(output.path, ignore_errors=True)
+            raise
     output.commit()
     return CorpusStats(output.final)
 
@@ -206,6 +218,22 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
                               "seed": seed})
     write_stats(folder, arrays, manifest)
     shutil.rmtree(work)
+
+
+def _groups_plan(groups: dict[str, list[int]] | None, block_tokens: int) -> dict | None:
+    """The word groups as the plan records them (None when none are counted)."""
+    if groups is None:
+        return None
+    return {"block_tokens": int_in_range(block_tokens, "block_tokens", 1),
+            "words": {word: [int(t) for t in ids] for word, ids in groups.items()}}
+
+
+def _unit_tokens(unit_tokens: int | None, total_windows: int, window: int, workers: int) -> int:
+    """Tokens per unit: as given, or an equal share of the corpus per worker, at most :data:`UNIT_TOKENS`."""
+    unit_tokens = int(unit_tokens or min(UNIT_TOKENS, max(1 << 20, -(-total_windows // workers) * window)))
+    if not 1 <= unit_tokens <= MAX_UNIT_TOKENS:
+        raise InputError(f"unit_tokens must be in 1..{MAX_UNIT_TOKENS}, got {unit_tokens}")
+    return unit_tokens
 
 
 def _vocab_size(vocab_size: int | None, tokenizer) -> int:
@@ -315,21 +343,11 @@ def _same_plan(folder: Path, plan: dict) -> None:
 
 
 def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar: Progress) -> dict:
-    """Count the units not yet done, then sum every unit's arrays in unit order."""
-    todo = []
-    for unit in units:
-        if (work / f"{unit.name}.json").is_file():  # counted by an earlier, interrupted run
-            bar.update((unit.stop - unit.first) * job.window, done_before=True)
-        else:
-            todo.append(unit)
-
-    def done(unit: Unit) -> None:
-        atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")
-        bar.update((unit.stop - unit.first) * job.window)
-
-    executor.run(job, todo, work, done)
+    """Count the units not yet done and sum every unit's arrays, each as soon as its file is written
+    (while the workers count the others); integer sums do not depend on the order."""
     total, sparse = {}, {}
-    for unit in units:
+
+    def add(unit: Unit) -> None:
         arrays = load_file(str(work / f"{unit.name}.safetensors"))
         for name in [name for name in arrays if name.endswith(".keys")]:
             base = name.removesuffix(".keys")
@@ -338,7 +356,21 @@ def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar:
             if name in total:
                 total[name] += a
             else:
-                total[name] = a.astype(np.int64)
+                total[name] = a.astype(np.int64, copy=False)  # the loaded array is this sum's own
+
+    def done(unit: Unit) -> None:
+        atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")
+        add(unit)
+        bar.update((unit.stop - unit.first) * job.window)
+
+    todo = []
+    for unit in units:
+        if (work / f"{unit.name}.json").is_file():  # counted by an earlier, interrupted run
+            add(unit)
+            bar.update((unit.stop - unit.first) * job.window, done_before=True)
+        else:
+            todo.append(unit)
+    executor.run(job, todo, work, done)
     for base, parts in sparse.items():
         total[f"{base}.keys"], total[f"{base}.counts"] = sum_sparse(parts)
     return total
@@ -356,10 +388,8 @@ def _group_arrays(first: dict[str, np.ndarray], n_rows: int, vocab_size: int) ->
 
 def _csr(rows: np.ndarray) -> dict[str, np.ndarray]:
     """Dense (T, V) counts as the CSR arrays of the statistics file."""
-    nonzero = rows != 0
-    indices = np.nonzero(nonzero)[1].astype(np.int64)
-    indptr = np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]).astype(np.int64)
-    return {"next_rows.indptr": indptr, "next_rows.indices": indices, "next_rows.counts": rows[nonzero]}
+    indptr, indices, counts = csr_parts(rows)
+    return {"next_rows.indptr": indptr, "next_rows.indices": indices, "next_rows.counts": counts}
 
 
 def _sample(specs, counts, window, documents, n, seed) -> tuple[np.ndarray, np.ndarray]:

@@ -47,6 +47,16 @@ class Executor:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
+    def start(self) -> None:
+        """Start the local worker processes now, without waiting for them (they import numpy, numba
+        and ctxstair, about a second, while this process goes on: it hashes the sources meanwhile);
+        nothing for one worker or Ray."""
+        if self.ray is None and self.workers > 1 and self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_start_worker)
+            for _ in range(self.workers):  # the pool spawns a process per task submitted while none is idle
+                self._pool.submit(int)
+
     def run(self, job: Job, units: Iterable[Unit], work: Path, done: Done) -> None:
         """Count every unit of ``units`` into its file in ``work``
         (:func:`~ctxstair.corpus.units.save_unit`) and call ``done(unit)`` once that file is written."""
@@ -63,9 +73,7 @@ class Executor:
             self._run_processes(job, units, work, done)
 
     def _run_processes(self, job: Job, units: list[Unit], work: Path, done: Done) -> None:
-        if self._pool is None:  # started on first use: a resumed count with nothing left starts none
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_limit_threads)
+        self.start()  # when not started yet
         pending = {self._pool.submit(count_and_save, job, unit, str(work)): unit for unit in units}
         try:
             while pending:
@@ -80,9 +88,12 @@ class Executor:
             raise
 
 
-def _limit_threads() -> None:
-    """Worker processes count with one BLAS thread each: the workers are the parallelism."""
+def _start_worker() -> None:
+    """Worker processes count with one BLAS thread each (the workers are the parallelism), and import
+    the compiled counting loops before their first unit arrives."""
     from threadpoolctl import threadpool_limits
+
+    import ctxstair.signatures.kernels  # noqa: F401  (numba's import, ≈ 0.3 s, while the parent hashes)
 
     threadpool_limits(1)
 

@@ -106,21 +106,29 @@ def smallest_dtype(values: np.ndarray) -> np.dtype:
     return values.dtype
 
 
+def csr_parts(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(indptr, indices, values)`` of int (r, c) ``rows`` in CSR over the last axis: int64 (r+1,), int64
+    (nnz,) and (nnz,) in the rows' dtype, the nonzero entries in row-major order. One pass over the
+    dense counts (``flatnonzero``), where a mask, its 2-D ``nonzero`` and a masked copy took three."""
+    flat = np.flatnonzero(rows).astype(np.int64, copy=False)
+    row, indices = np.divmod(flat, rows.shape[1])
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=rows.shape[0]))]).astype(np.int64)
+    return indptr, indices, rows.reshape(-1)[flat]
+
+
 def compact(array: np.ndarray) -> tuple[dict, dict[str | None, np.ndarray]]:
     """``(storage entry, parts)`` of one array: dense in its smallest dtype (part None), or CSR over its
     last axis (parts ``indptr``, ``indices``, ``values``) when that takes at most :data:`SPARSE_SHARE` of
     the dense bytes (module docstring). Exact: :func:`expand` gives ``array`` back."""
     entry = {"shape": list(array.shape), "dtype": array.dtype.name}
-    dense = array.astype(smallest_dtype(array))
+    dense_dtype = smallest_dtype(array)  # the dense copy is made only when it is the layout chosen
     if array.dtype.kind in "iu" and array.ndim >= 1 and array.size:
-        rows = array.reshape(-1, array.shape[-1])
-        nonzero = rows != 0
-        parts = {"indptr": np.concatenate([[0], np.cumsum(np.count_nonzero(nonzero, axis=1))]),
-                 "indices": np.nonzero(nonzero)[1], "values": rows[nonzero]}
-        parts = {part: values.astype(smallest_dtype(values)) for part, values in parts.items()}
-        if sum(values.nbytes for values in parts.values()) <= SPARSE_SHARE * dense.nbytes:
+        indptr, indices, values = csr_parts(array.reshape(-1, array.shape[-1]))
+        parts = {part: v.astype(smallest_dtype(v)) for part, v in zip(("indptr", "indices", "values"),
+                                                                       (indptr, indices, values))}
+        if sum(v.nbytes for v in parts.values()) <= SPARSE_SHARE * array.size * dense_dtype.itemsize:
             return {"layout": "csr", **entry, "stored": {part: v.dtype.name for part, v in parts.items()}}, parts
-    return {"layout": "dense", **entry, "stored": {"values": dense.dtype.name}}, {None: dense}
+    return {"layout": "dense", **entry, "stored": {"values": dense_dtype.name}}, {None: array.astype(dense_dtype)}
 
 
 def expand(entry: dict, parts: dict[str | None, np.ndarray]) -> np.ndarray:

@@ -11,10 +11,11 @@ the Ray executors run the same function (:func:`count_unit`). Two passes:
 * ``rows``: for the tracked tokens T (chosen after the first pass, or given), the next-token rows
   over the whole vocabulary and the first-order prefix counts (T × labels × T).
 
-Counts are int64 (exact) except the prefix counts of one unit, which
-:func:`~ctxstair.signatures.prefix_counts` accumulates in float64 (integers up to 2^53 are exact)
-and which are returned as int32: a unit holds fewer than 2^31 tokens (:data:`MAX_UNIT_TOKENS`), so
-no count of one unit can reach 2^31.
+Counts are int64 (exact) except the next-token rows and prefix counts of one unit, int32: a unit
+holds fewer than 2^31 tokens (:data:`MAX_UNIT_TOKENS`), so no count of one unit can reach 2^31, and
+the unit files, written by a worker and read back by the sum, take half the bytes. The ``rows`` pass counts
+with the compiled loops of :mod:`ctxstair.signatures.kernels` (the same loop as
+:func:`~ctxstair.signatures.prefix_counts`), on the ids as they are stored.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from safetensors.numpy import save_file
 from ctxstair.corpus.sources import open_source, windows
 from ctxstair.errors import InputError
 from ctxstair.signatures.blocks import block_pair_counts
-from ctxstair.signatures.prefix import prefix_counts
+from ctxstair.signatures.prefix import index_map
 
 #: Tokens per piece read from a source and counted at once: bounded working memory per worker.
 PIECE_TOKENS = 1 << 23
-#: Largest unit: its int32 prefix counts cannot overflow.
+#: Largest unit: its int32 counts cannot overflow.
 MAX_UNIT_TOKENS = 1 << 30
 UNIGRAM, ROWS = "unigram", "rows"
 
@@ -171,31 +172,24 @@ def _count_unigram(job: Job, unit: Unit) -> dict[str, np.ndarray]:
 
 
 def _count_rows(job: Job, unit: Unit) -> dict[str, np.ndarray]:
+    from ctxstair.signatures import kernels  # numba is imported only when something is counted
+
     V = job.vocab_size
     tokens = np.asarray(job.tokens, dtype=np.int64)
+    row_of = index_map(tokens, V)
     out = {}
+    # int32: a unit holds fewer than 2^31 tokens (MAX_UNIT_TOKENS), so no count of it can overflow.
     if job.next_rows:
-        # Every position adds one to row (x_s) column x_{s+1}; untracked x_s go to one extra row,
-        # dropped at the end, which costs less than selecting the tracked positions first.
-        key_type = np.int32 if (tokens.size + 1) * V < 2**31 else np.int64
-        row_start = np.full(V, tokens.size * V, dtype=key_type)
-        row_start[tokens] = np.arange(tokens.size) * V
-        rows = np.zeros((tokens.size + 1) * V, dtype=np.int64)
+        out["next_rows"] = np.zeros((tokens.size, V), dtype=np.int32)
     if job.labels is not None:
-        labels = np.asarray(job.labels, dtype=np.int64)
-        accumulated = (np.zeros((tokens.size, labels.size, tokens.size)), np.zeros(tokens.size))
-    for _, piece in pieces(job, unit):
+        label_index = index_map(np.asarray(job.labels, dtype=np.int64), V)
+        out["prefix_counts"] = np.zeros((tokens.size, len(job.labels), tokens.size), dtype=np.int32)
+        out["events"] = np.zeros(tokens.size, dtype=np.int64)
+    for _, piece in pieces(job, unit):  # ids checked against V, so every id has a slot in the maps
         if job.next_rows:
-            key = row_start[piece[:, :-1]]
-            key += piece[:, 1:]
-            np.add.at(rows, key.reshape(-1), 1)
+            kernels.add_next_rows(piece, row_of, out["next_rows"])
         if job.labels is not None:
-            prefix_counts(piece, tokens, labels, tokens, out=accumulated)
-    if job.next_rows:
-        out["next_rows"] = rows[: tokens.size * V].reshape(tokens.size, V)
-    if job.labels is not None:
-        out["prefix_counts"] = accumulated[0].astype(np.int32)
-        out["events"] = accumulated[1].astype(np.int64)
+            kernels.add_prefix_pairs(piece, row_of, label_index, row_of, out["prefix_counts"], out["events"])
     return out
 
 

@@ -14,19 +14,14 @@ events at ``s > f_β`` and for no other, so
     ``count(α, ν, β) = #{(window, s, β): x_s = α, x_{s+1} = ν, f_β(window) < s}``,
 
 a sum over (event, earlier first occurrence) pairs: about the number of events times the number of
-distinct context tokens before them, far fewer than events × len(context). The first occurrences
-are found by a stable sort of each window, listed window by window in position order and numbered
-by a cumulative sum, so the ones before the event at ``(window, s)`` are one contiguous run of that
-list; ``np.repeat`` plus ``np.arange`` expand every event into its run, and the flat index
-``(α, ν, β)`` of each pair is added into the result with ``np.add.at`` (fast since numpy 1.25).
-Windows go in chunks of at most ``_CHUNK_PAIRS`` possible pairs (and at least one window), so
-the working memory does not grow with the number of windows.
-
-Why not ``scipy.sparse``: the product ``A^T B`` (A = events × (α, ν) one-hot, B = events × context
-presence) is the same sum, but B's column indices are exactly this pair list, so it costs the same
-to build, and then the product (two passes) plus scattering its sparse result into the dense one
-took 1.3 s against 0.37 s for ``np.add.at`` on the 41 M pairs of the benchmark in
-``benchmarks/corpus_signatures.py`` (building the pairs: 0.3 s either way).
+distinct context tokens before them, far fewer than events × len(context). A compiled loop
+(:func:`ctxstair.signatures.kernels.add_prefix_pairs`) walks each window once, keeps the context
+tokens met so far in order of first occurrence and adds one to each of them in the event's (α, ν)
+row. The numpy passes it replaced (a stable sort of every window for the first occurrences, a
+cumulative sum, ``np.repeat`` of every event into its pairs, then ``np.add.at``) ran at a third of
+its speed; the scatter alone of the same pairs with ``np.add.at`` is slower than the whole loop.
+Windows go in pieces of :data:`~ctxstair.signatures.next_token.CHUNK_TOKENS` tokens, each checked
+and converted on its own, so the working memory does not grow with the number of windows.
 
 The counts accumulate in the float64 result itself (integers up to 2^53 are exact) and are divided
 in place at the end, so the peak memory is one copy of the result plus one chunk.
@@ -39,9 +34,6 @@ import numpy as np
 from ctxstair.checks import as_array, check_dense_size, check_id_subset, check_vocab_tables
 from ctxstair.errors import InputError
 from ctxstair.signatures.next_token import window_chunks
-
-#: Most (event, earlier context token) pairs built at once: arrays of 8 bytes x this, a few copies.
-_CHUNK_PAIRS = 1 << 22
 
 
 def prefix_signature(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray, context: np.ndarray,
@@ -96,58 +88,23 @@ def prefix_counts(windows: np.ndarray, tokens: np.ndarray, labels: np.ndarray, c
     shape = (tokens.size, labels.size, context.size)
     check_dense_size(shape, max_bytes, "prefix signature", "pass fewer tokens, labels or context ids")
     check_vocab_tables(bound)
+    from ctxstair.signatures import kernels  # numba is imported only when something is counted
+
     # id -> index within each subset, -1 outside it; ids that do not occur in windows need no slot.
-    present = bound  # ids that occur in windows are below it
-    token_index, label_index, context_index = (_index_of(ids, present) for ids in (tokens, labels, context))
+    token_index, label_index, context_index = (index_map(ids, bound) for ids in (tokens, labels, context))
     counts, events = out if out is not None else (np.zeros(shape), np.zeros(tokens.size))
     if (counts.shape, events.shape) != (shape, (tokens.size,)) or {counts.dtype, events.dtype} != {np.dtype(float)} \
             or not counts.flags.c_contiguous:
         raise InputError(f"out must be float64 arrays of shapes {shape} and {(tokens.size,)}, the first contiguous")
-    flat_counts = counts.reshape(-1)  # a view of the contiguous counts, added into in place
-    T = windows.shape[1]
-    # A window has T-1 events with at most min(T-2, len(context)) pairs each; T also bounds its tokens.
-    _, pieces = window_chunks(windows, bound,
-                              chunk_tokens=T * max(1, _CHUNK_PAIRS // (T * max(1, min(T - 2, context.size)))))
-    for _, chunk in pieces:  # int64 rows, converted one piece at a time
-        alpha, nu = token_index[chunk[:, :-1]], label_index[chunk[:, 1:]]  # (r, T-1) each
-        events += np.bincount(alpha[alpha >= 0], minlength=tokens.size)
-        first_beta, before = _first_occurrences(context_index[chunk])
-        r, s = np.nonzero((alpha >= 0) & (nu >= 0))
-        # The first occurrences before (r, s) are first_beta[before[r, 0]:before[r, s]].
-        lo = before[r, 0]
-        n_pairs = before[r, s] - lo
-        run_start = np.cumsum(n_pairs) - n_pairs
-        pair = np.repeat(lo - run_start, n_pairs)
-        pair += np.arange(pair.size)
-        flat = np.repeat((alpha[r, s] * labels.size + nu[r, s]) * context.size, n_pairs)
-        flat += first_beta[pair]
-        np.add.at(flat_counts, flat, 1.0)
+    for _, chunk in window_chunks(windows, bound)[1]:  # int64 rows, checked and converted one piece at a time
+        kernels.add_prefix_pairs(chunk, token_index, label_index, context_index, counts, events)
     return counts, events
 
 
-def _index_of(ids: np.ndarray, present: int) -> np.ndarray:
-    """(present,) map: token id -> its index in ``ids``, -1 when it is not in ``ids``."""
-    index = np.full(present, -1, dtype=np.int64)
-    inside = ids < present
+def index_map(ids: np.ndarray, size: int) -> np.ndarray:
+    """int32 (size,) map: token id -> its index in ``ids`` (int, distinct, non-negative), -1 for ids not
+    in ``ids``; ids of ``ids`` at or above ``size`` get no slot (they cannot occur in the windows counted)."""
+    index = np.full(size, -1, dtype=np.int32)
+    inside = ids < size
     index[ids[inside]] = np.flatnonzero(inside)
     return index
-
-
-def _first_occurrences(beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First occurrences of the context tokens in each row of ``beta`` int (r, T) (context index, -1
-    for other tokens).
-
-    Returns ``first_beta`` (k,), the context index of every first occurrence, row by row and in
-    position order within a row, and ``before`` int (r, T): the number of entries of ``first_beta``
-    that come before position ``(row, s)`` — those of earlier rows and of positions ``< s``.
-    """
-    # A stable sort of each row groups equal tokens with their positions ascending: the first of
-    # each group is its first occurrence.
-    order = np.argsort(beta, axis=1, kind="stable")
-    grouped = np.take_along_axis(beta, order, axis=1)
-    starts = grouped >= 0
-    starts[:, 1:] &= grouped[:, 1:] != grouped[:, :-1]
-    is_first = np.empty_like(starts)
-    np.put_along_axis(is_first, order, starts, axis=1)
-    before = np.cumsum(is_first, axis=None).reshape(beta.shape) - is_first
-    return beta[is_first], before
