@@ -32,7 +32,8 @@ from ctxstair.models import CBOWEnsemble, MemberSpec
 from ctxstair.recipes import run_recipe
 from ctxstair.run import Run
 from ctxstair.rundir import read_alignment
-from ctxstair.theory.reference import embedding_gradient
+from ctxstair.theory.activation_fit import preactivation_range, preactivation_ranges
+from ctxstair.theory.reference import embedding_gradient, embedding_gradients
 from ctxstair.theory.shares import order_shares, stacked_order_shares
 from ctxstair.train import train_run
 
@@ -128,6 +129,38 @@ def test_stacked_embedding_gradient_equals_one_model_at_a_time(rng):
         for got, want in zip(stacked[k], order_shares(W_E[k], W_U[k], ds.X, ds.y, ds.tokens, "relu")):
             assert got.keys() == want.keys()
             np.testing.assert_allclose([got[key] for key in got], [want[key] for key in want], rtol=1e-9)
+
+
+def test_gradients_of_one_forward_pass_are_bitwise_those_of_one_pass_each(rng):
+    """The order shares differentiate one forward pass twice; theory.csv must not move by a bit."""
+    ds = tasks.make("add", N=8)
+    models = [CBOWEnsemble(ds.vocab_size, [MemberSpec(seed, 12, 0.5, 0.5)], "relu", dtype=torch.float64)
+              for seed in range(3)]
+    W_E = np.stack([m.W_E[0].detach().numpy() for m in models])
+    W_U = np.stack([m.W_U[0].detach().numpy() for m in models])
+    objectives = ("label", "loss", "prediction")
+    for got, objective in zip(embedding_gradients(W_E, W_U, ds.X, ds.y, objectives, "relu"), objectives):
+        np.testing.assert_array_equal(got, embedding_gradient(W_E, W_U, ds.X, ds.y, objective, "relu"))
+    np.testing.assert_array_equal(preactivation_ranges(W_E, ds.X), [preactivation_range(W, ds.X) for W in W_E])
+    with pytest.raises(InputError, match="'loss' needs the labels"):
+        embedding_gradients(W_E, W_U, ds.X, None, ("uniform", "loss"))
+
+
+def test_cosine_backward_in_place_has_the_bits_of_the_dense_formula(rng):
+    """The in-place diagonal and products of :func:`cosine_backward` and :func:`row_cosines` give the
+    bits of the formula written out (the probes' numbers must not move)."""
+    h = torch.from_numpy(rng.normal(size=(4, 9, 6))).float()
+    d_cos = torch.from_numpy(rng.normal(size=(4, 9, 9))).float()
+    d_cos = d_cos + d_cos.mT
+    gram = h @ h.mT
+    inv_norm = torch.rsqrt(torch.diagonal(gram, dim1=-2, dim2=-1).clamp_min(1e-24))
+    cos = gram * inv_norm[..., :, None] * inv_norm[..., None, :]
+    both_sides = 2 * d_cos
+    dense = (both_sides * inv_norm[..., :, None] * inv_norm[..., None, :]
+             - torch.diag_embed((both_sides * cos).sum(dim=-1) * inv_norm**2)) @ h
+    got_cos, got_inv_norm = row_cosines(h)
+    assert torch.equal(got_cos, cos) and torch.equal(got_inv_norm, inv_norm)
+    assert torch.equal(cosine_backward(h, cos, inv_norm, d_cos), dense)
 
 
 def _probe_rows(run_dir):

@@ -65,10 +65,11 @@ def _ensemble(output: str) -> list[tuple[str, str]]:
 
 
 def _overhead(output: str) -> list[tuple[str, str]]:
-    found = re.search(r"^analysis overhead: (.+)", output, flags=re.M)
-    lm = re.search(r"^LM analysis overhead: (.+)", output, flags=re.M)
-    return [("snapshots + alignment + order shares / training (staircase-add)", found.group(1) if found else "?"),
-            ("LM analysis / training (`lm train`, synthetic corpus)", lm.group(1) if lm else "?")]
+    found = re.search(r"^staircase-add: everything beyond training (.+)", output, flags=re.M)
+    lm = re.search(r"^lm train: everything beyond training (.+)", output, flags=re.M)
+    return [("everything `ctxstair run` does beyond training / training (staircase-add)",
+             found.group(1) if found else "?"),
+            ("analysis + report + explorer / training (`lm train`, synthetic corpus)", lm.group(1) if lm else "?")]
 
 
 def _lm_throughput(output: str) -> list[tuple[str, str]]:

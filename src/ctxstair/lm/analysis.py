@@ -258,7 +258,8 @@ def _fit_prefix_probe_fast(phi: torch.Tensor, target: torch.Tensor, start: torch
     for _ in range(steps):
         h = (param @ Phi.T).unflatten(-1, (n_tokens, -1))  # (S, T, Y)
         cos, inv_norm = row_cosines(h)
-        d_cos = off_diagonal * (cos - target) / pairs  # the MSE over pairs a < b, on the full matrix
+        # The MSE over pairs a < b, on the full matrix; in place, the bits of off_diagonal * (cos − target) / pairs.
+        d_cos = (cos - target).mul_(off_diagonal).div_(pairs)
         param.grad = cosine_backward(h, cos, inv_norm, d_cos).flatten(-2) @ Phi
         optimizer.step()
     return param.double()

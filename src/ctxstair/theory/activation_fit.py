@@ -32,7 +32,8 @@ from ctxstair.models import activation_fn
 from ctxstair.theory.cbow_terms import cbow_label_terms
 from ctxstair.theory.reference import embedding_gradient
 
-__all__ = ["ActivationFitTerms", "DEFAULT_DEGREE", "cbow_terms_with_fit", "fit_activation", "preactivation_range"]
+__all__ = ["ActivationFitTerms", "DEFAULT_DEGREE", "cbow_terms_with_fit", "fit_activation", "preactivation_range",
+           "preactivation_ranges"]
 
 #: Default polynomial degree K of the fit.
 DEFAULT_DEGREE = 6
@@ -72,11 +73,17 @@ def preactivation_range(W_E: np.ndarray, X: np.ndarray) -> float:
 
     Args: W_E float (V, d); X int (n, L). Returns a float (tiny but positive if W_E is zero).
     """
+    return float(preactivation_ranges(np.asarray(W_E)[None], X)[0])
+
+
+def preactivation_ranges(W_E: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """:func:`preactivation_range` of each of K models W_E (K, V, d) on the same X (n, L): (K,) floats.
+    The (n, V) token counts of X are built once for all models."""
     W_E = np.asarray(W_E, dtype=np.float64)
-    X = check_sequences(X, W_E.shape[0])
-    counts = np.zeros((X.shape[0], W_E.shape[0]))
+    X = check_sequences(X, W_E.shape[1])
+    counts = np.zeros((X.shape[0], W_E.shape[1]))
     np.add.at(counts, (np.arange(X.shape[0])[:, None], X), 1.0)
-    return max(float(np.abs(counts @ W_E).max()), np.finfo(np.float64).tiny)
+    return np.array([max(float(np.abs(counts @ model).max()), np.finfo(np.float64).tiny) for model in W_E])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import torch
 from ctxstair.errors import InputError
 from ctxstair.models import CBOWEnsemble, MemberSpec
 
-__all__ = ["OBJECTIVES", "embedding_gradient"]
+__all__ = ["OBJECTIVES", "embedding_gradient", "embedding_gradients"]
 
 
 def _label(f: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -59,10 +59,21 @@ def embedding_gradient(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.nd
     Returns:
         float64 (V, d) (or (K, V, d)): row α is the gradient with respect to ``W_E[α]``.
     """
-    if objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    if y is None and objective in ("label", "loss"):
-        raise InputError(f"objective {objective!r} needs the labels y")
+    return embedding_gradients(W_E, W_U, X, y, [objective], activation, coeffs, power)[0]
+
+
+def embedding_gradients(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray | None,
+                        objectives: Sequence[str], activation: str = "poly", coeffs: Sequence[float] = (),
+                        power: int = 2) -> list[np.ndarray]:
+    """:func:`embedding_gradient` of several ``objectives`` of the same models (SPEC §1, §6), one array
+    (V, d) or (K, V, d) each, in order: the forward pass is taken once and differentiated once per
+    objective, which gives the same bits as one :func:`embedding_gradient` call per objective."""
+    unknown = [objective for objective in objectives if objective not in OBJECTIVES]
+    if unknown:
+        raise InputError(f"unknown objective {unknown[0]!r}; allowed: {', '.join(OBJECTIVES)}")
+    with_labels = [objective for objective in objectives if objective in ("label", "loss")]
+    if y is None and with_labels:
+        raise InputError(f"objective {with_labels[0]!r} needs the labels y")
     W_E, W_U = np.asarray(W_E, dtype=np.float64), np.asarray(W_U, dtype=np.float64)
     if W_E.shape != W_U.shape or W_E.ndim not in (2, 3):
         raise InputError(f"W_E and W_U must both have shape (V, d) or (K, V, d), got {W_E.shape} and {W_U.shape}")
@@ -74,5 +85,9 @@ def embedding_gradient(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.nd
         model.W_U.copy_(torch.from_numpy(stack_U))
     labels = torch.zeros(len(X), dtype=torch.long) if y is None else torch.as_tensor(np.asarray(y), dtype=torch.long)
     logits = model(torch.as_tensor(np.asarray(X), dtype=torch.long))  # (K, n, V)
-    sum(OBJECTIVES[objective](f, labels) for f in logits).backward()  # members do not interact
-    return model.W_E.grad.numpy() if W_E.ndim == 3 else model.W_E.grad[0].numpy()
+    gradients = []
+    for i, objective in enumerate(objectives):
+        total = sum(OBJECTIVES[objective](f, labels) for f in logits)  # members do not interact
+        (gradient,) = torch.autograd.grad(total, model.W_E, retain_graph=i < len(objectives) - 1)
+        gradients.append(gradient.numpy() if W_E.ndim == 3 else gradient[0].numpy())
+    return gradients

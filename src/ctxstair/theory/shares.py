@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstair.theory.activation_fit import cbow_terms_with_fit
+from ctxstair.theory.activation_fit import cbow_terms_with_fit, preactivation_ranges
 from ctxstair.theory.cbow_terms import cbow_label_terms
-from ctxstair.theory.reference import embedding_gradient
+from ctxstair.theory.reference import embedding_gradients
 
 
 def order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.ndarray, tokens: np.ndarray,
@@ -40,18 +40,20 @@ def stacked_order_shares(W_E: np.ndarray, W_U: np.ndarray, X: np.ndarray, y: np.
     W_E, W_U = np.asarray(W_E, dtype=np.float64), np.asarray(W_U, dtype=np.float64)
     # Models per autograd pass: the (chunk, n, max(V, d)) activations stay near 2^24 entries (128 MiB).
     chunk = max(1, 2**24 // (len(X) * max(W_E.shape[1:])))
-    label, update = (np.concatenate([embedding_gradient(W_E[i:i + chunk], W_U[i:i + chunk], X, y, objective,
-                                                        activation, coeffs)[:, tokens]
-                                     for i in range(0, W_E.shape[0], chunk)])
-                     for objective in ("label", "loss"))  # (K, T, d) each
+    # One forward pass per chunk for both gradients (what the two objectives share).
+    pairs = [embedding_gradients(W_E[i:i + chunk], W_U[i:i + chunk], X, y, ("label", "loss"), activation, coeffs)
+             for i in range(0, W_E.shape[0], chunk)]
+    label, update = (np.concatenate([pair[j][:, tokens] for pair in pairs]) for j in (0, 1))  # (K, T, d) each
     update = -update
+    fit_ranges = preactivation_ranges(W_E, X) if activation != "poly" else None
     shares = []
     for k in range(W_E.shape[0]):
         if activation == "poly":
             terms = cbow_label_terms(W_E[k], W_U[k], X, y, coeffs, tokens)
             residual = np.linalg.norm(label[k] - terms.sum(axis=1)) / max(np.linalg.norm(label[k]), 1e-300)
         else:
-            fit = cbow_terms_with_fit(W_E[k], W_U[k], X, y, activation, tokens=tokens, gradient=label[k])
+            fit = cbow_terms_with_fit(W_E[k], W_U[k], X, y, activation, fit_range=fit_ranges[k], tokens=tokens,
+                                      gradient=label[k])
             terms, residual = fit.terms, fit.relative_residual
         shares.append(_share_rows(terms, update[k].ravel(), residual))
     return shares
