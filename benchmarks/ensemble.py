@@ -1,19 +1,26 @@
 """Ensemble training at speed: K CBOW models trained one by one with a plain
-PyTorch loop against the engine's batched ensemble, and both against the machine's matmul rate.
+PyTorch loop against the engine's batched ensemble, on a quiet machine and on one with a core
+taken by another process, and both against the machine's matmul rate.
 
     python benchmarks/ensemble.py                       # K = 32: staircase-add settings, then small models
     python benchmarks/ensemble.py --K 1024 --device cuda  # on a GPU (the loop is skipped above K = 64)
 
 Settings: `add`, N = 40 (1,600 samples, V = 81), d = 128, ReLU, γ = 1, full batch, Adam lr 1e-3,
-the same number of epochs for both, each timed three times in turns (the best counts). (a) the per-model
+the same number of epochs for both, each timed three times (the best counts). (a) the per-model
 loop: one ``nn.Module`` (an ``nn.Embedding`` summed over positions, ReLU, a bias-free
 ``nn.Linear``) and one Adam optimizer per model, trained one after the other; (b) the engine: one
 :class:`ctxstair.models.CBOWEnsemble` of K members and one Adam optimizer, the update that
-``ctxstair run`` makes (:func:`ctxstair.train.engine.member_losses` with ``backward=True``, then
-:func:`~ctxstair.train.engine.full_batch_step`; no snapshots, no files): members run in groups
-whose activations fit ``PASS_BYTES``, embeddings summed by a gather or a count matmul by size
-(``ctxstair.models.cbow.GATHER_MIN_WORK``). Both are timed on the same epochs after one warm-up
-epoch.
+``ctxstair run`` makes with the execution plan its rule chooses (:func:`ctxstair.train.plan.choose_plan`,
+applied to the model; :func:`ctxstair.train.engine.member_losses` with ``backward=True``, then
+:func:`~ctxstair.train.engine.full_batch_step`; no snapshots, no files). Both are timed on the
+same epochs after one warm-up epoch.
+
+Two conditions, in turns within each repeat (quiet loop, quiet engine, busy loop, busy engine):
+``quiet``, the machine as it is; ``busy``, with a CPU burner — one Python process spinning on the
+first core (pinned to it where the OS allows), started before the busy timings and stopped after
+them — so that one of torch's intra-op threads shares its core with another process, as on a
+machine where something else runs. The last lines print the engine's speed-up over the loop in
+both conditions side by side (targets: ≥ 1.0× at the staircase-add setting, ≥ 10× for small models).
 
 FLOPs are counted as a dense implementation executes them: per member and epoch the forward pass
 is ``counts (n, V) @ W_E (V, d)`` and ``σ(h) (n, d) @ W_U^T (d, V)`` — 2·n·V·d each — and the
@@ -34,8 +41,11 @@ whatever the method, and cannot run faster than the machine's matmul rate. On a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
+import subprocess
+import sys
 import time
 
 import torch
@@ -45,6 +55,7 @@ from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.models import build_ensemble
 from ctxstair.models.init import gamma_normal_
 from ctxstair.train.engine import full_batch_step, make_optimizer, member_losses
+from ctxstair.train.plan import choose_plan
 
 EPOCHS = 50
 REPEATS = 3
@@ -85,18 +96,38 @@ def per_model_loop(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int, K:
 
 
 def engine(X: torch.Tensor, y: torch.Tensor, cfg: RunConfig, dataset: tasks.Dataset) -> float:
-    """Seconds for one K-member ensemble × EPOCHS epochs through the engine's update."""
+    """Seconds for one K-member ensemble × EPOCHS epochs through the engine's update, run with the
+    execution plan ``ctxstair run`` would choose."""
     model = build_ensemble(cfg, dataset).to(X.device)
+    plan = choose_plan(cfg, model, X.shape[0])
+    plan.apply(model)
     optimizer = make_optimizer(cfg, model.parameters())
     for epoch in range(EPOCHS + 1):
         if epoch == 1:
             _synchronize(X.device)
             start = time.perf_counter()
         optimizer.zero_grad()
-        member_losses(model, X, y, backward=True)
+        member_losses(model, X, y, backward=True, plan=plan)
         full_batch_step(optimizer)
     _synchronize(X.device)
     return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def cpu_burner(busy: bool):
+    """Inside the block, with ``busy``, one other process spins on the first core (pinned to it where
+    the OS allows); it is stopped when the block ends."""
+    if not busy:
+        yield
+        return
+    pin = (lambda: os.sched_setaffinity(0, {0})) if hasattr(os, "sched_setaffinity") else None
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
+    try:
+        time.sleep(0.2)  # let it start spinning
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
 
 
 def unembedding_only(X: torch.Tensor, y: torch.Tensor, vocab_size: int, d: int, K: int) -> float:
@@ -137,40 +168,45 @@ def _timed(fn, device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def measure(label: str, N: int, d: int, K: int, device: torch.device, peak: float) -> None:
-    """Print one setting's table: the loop (for K ≤ 64) and the engine against the matmul rate."""
+def measure(label: str, N: int, d: int, K: int, device: torch.device, peak: float) -> dict[str, float]:
+    """Print one setting's table: the loop (for K ≤ 64) and the engine, quiet and busy, against the
+    matmul rate; return the engine's speed-up over the loop per condition (empty above K = 64)."""
     dataset = tasks.make("add", N=N)
     cfg = apply_overrides(RunConfig(), {"task.N": N, "model.d": d, "train.optimizer": "adam", "train.lr": 1e-3,
                                         "train.members": K})
     X, y = torch.from_numpy(dataset.X).to(device), torch.from_numpy(dataset.y).to(device)
     n, V = X.shape[0], dataset.vocab_size
-    # Best of REPEATS, the methods taking turns: load from elsewhere on a shared machine only ever adds
-    # time, and turns spread a slow spell over all of them.
-    times: dict[str, list[float]] = {"loop": [], "engine": [], "floor": []}
+    conditions = ("quiet", "busy") if device.type == "cpu" else ("quiet",)
+    # Best of REPEATS, methods and conditions taking turns: load from elsewhere on a shared machine only
+    # ever adds time, and turns spread a slow spell over all of them.
+    times: dict[tuple[str, str], list[float]] = {}
     for _ in range(REPEATS):
-        if K <= 64:
-            times["loop"].append(per_model_loop(X, y, V, d, K))
-        times["engine"].append(engine(X, y, cfg, dataset))
-        times["floor"].append(unembedding_only(X, y, V, d, K))
-    loop, batched, floor = (min(times[name]) if times[name] else None for name in ("loop", "engine", "floor"))
+        for condition in conditions:
+            with cpu_burner(condition == "busy"):
+                if K <= 64:
+                    times.setdefault(("loop", condition), []).append(per_model_loop(X, y, V, d, K))
+                times.setdefault(("engine", condition), []).append(engine(X, y, cfg, dataset))
+        times.setdefault(("floor", "quiet"), []).append(unembedding_only(X, y, V, d, K))
+    best = {key: min(values) for key, values in times.items()}
     flops = 10 * n * V * d * K * EPOCHS
     print(f"\n{label}: K = {K}, {EPOCHS} timed epochs, n = {n}, V = {V}, d = {d}\n")
     print("| | seconds | per epoch (ms) | GFLOP/s | fraction of matmul rate |")
     print("|---|---|---|---|---|")
     print(f"| float32 matmul 4096² | | | {peak / 1e9:.1f} | 1.00 |")
-    for name, seconds in (("per-model loop (K modules, K optimizers)", loop),
-                          ("engine (one K-member ensemble)", batched)):
-        if seconds is not None:
-            print(f"| {name} | {seconds:.2f} | {1e3 * seconds / EPOCHS:.1f} | {flops / seconds / 1e9:.1f} | "
-                  f"{flops / seconds / peak:.2f} |")
-    useful = 6 * n * V * d * K * EPOCHS
-    print(f"| unembedding alone, batched as the engine does it (6·n·V·d per member) | {floor:.2f} | "
+    for (method, condition), seconds in best.items():
+        if method != "floor":
+            name = "per-model loop (K modules, K optimizers)" if method == "loop" else "engine (one K-member ensemble)"
+            print(f"| {name}, {condition} | {seconds:.2f} | {1e3 * seconds / EPOCHS:.1f} | "
+                  f"{flops / seconds / 1e9:.1f} | {flops / seconds / peak:.2f} |")
+    floor, useful = best["floor", "quiet"], 6 * n * V * d * K * EPOCHS
+    print(f"| unembedding alone, batched as the engine does it (6·n·V·d per member), quiet | {floor:.2f} | "
           f"{1e3 * floor / EPOCHS:.1f} | {useful / floor / 1e9:.1f} | {useful / floor / peak:.2f} |")
+    if K > 64:
+        return {}
     bound = useful / peak  # the unembedding's work at the machine's matmul rate
-    if loop is not None:
-        print(f"\nengine speed-up over the per-model loop ({label}): {loop / batched:.1f}×; the unembedding's "
-              f"work alone at the matmul rate takes {1e3 * bound / EPOCHS:.2f} ms per epoch, so no method can "
-              f"beat the loop by more than {loop / bound:.1f}× here")
+    print(f"\nthe unembedding's work alone at the matmul rate takes {1e3 * bound / EPOCHS:.2f} ms per epoch, so no "
+          f"method can beat the quiet loop by more than {best['loop', 'quiet'] / bound:.1f}× here")
+    return {condition: best["loop", condition] / best["engine", condition] for condition in conditions}
 
 
 def main() -> None:
@@ -183,8 +219,13 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, device {device}"
           + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
-    for label, N, d in SETTINGS:
-        measure(label, N, d, args.K, device, peak)
+    speedups = {label: measure(label, N, d, args.K, device, peak) for label, N, d in SETTINGS}
+    print(f"\nengine speed-up over the per-model loop (loop time / engine time), K = {args.K}:\n")
+    print("| setting | quiet | busy (one core spinning) |")
+    print("|---|---|---|")
+    for label, ratio in speedups.items():
+        if ratio:
+            print(f"| {label} | {ratio['quiet']:.2f}× | " + (f"{ratio['busy']:.2f}× |" if "busy" in ratio else "– |"))
 
 
 if __name__ == "__main__":

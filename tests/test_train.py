@@ -111,7 +111,7 @@ def test_run_directory_contents(tmp_path):
     assert sorted(listed) == sorted(p.relative_to(run).as_posix() for p in run.rglob("*")
                                     if p.is_file() and p.name != RECORD)
     assert all(listed[name] == hashlib.sha256((run / name).read_bytes()).hexdigest() for name in listed)
-    assert set(json.loads((run / "resources.json").read_text())) == {"peak_rss_mib", "seconds", "numerics"}
+    assert set(json.loads((run / "resources.json").read_text())) == {"peak_rss_mib", "seconds", "numerics", "plan"}
     assert not (run / "checkpoint").exists()
     assert not [p for p in run.rglob("*") if p.name.startswith(".")]  # no temporary files left
 

@@ -127,13 +127,22 @@ class Run:
         if dump_yaml(stored) != dump_yaml(self.config):  # what config.yaml records: the settings the model uses
             raise InputError(f"cannot resume {folder}: its config.yaml differs from the requested configuration")
 
-    def finish(self, seconds: float) -> None:
+    def finish(self, seconds: float, plan: dict | None = None) -> None:
         """Close a completed training: drop the checkpoint (its commit point first), write
-        ``resources.json`` (peak memory, the seconds of this session, the numerics set-up) and, when it
-        replaces an earlier run, put it in that run's place."""
+        ``resources.json`` (peak memory, the seconds of this session, the numerics set-up and the
+        execution ``plan`` when given) and, when it replaces an earlier run, put it in that run's place."""
         self.clear_checkpoint()
-        rundir.write_resources(self.path, seconds)
+        rundir.write_resources(self.path, seconds, plan)
         self._commit()
+
+    def record_plan(self, plan: dict) -> None:
+        """Record the trainer's execution plan in ``resources.json`` as training starts, so that
+        ``--resume`` runs the same plan (:meth:`recorded_plan`); :meth:`finish` writes it again."""
+        rundir.write_resources(self.path, 0.0, plan)
+
+    def recorded_plan(self) -> dict | None:
+        """The execution plan recorded in ``resources.json``, None when there is none."""
+        return rundir.read_plan(self.path)
 
     def _commit(self) -> None:
         if self._output is not None:

@@ -296,13 +296,22 @@ def peak_rss_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
-def write_resources(run_dir: str | os.PathLike, seconds: float) -> None:
+def write_resources(run_dir: str | os.PathLike, seconds: float, plan: dict | None = None) -> None:
     """Write ``resources.json``: the process's peak resident memory (MiB) and the seconds this
     training session took (after a resume, the resumed part only). Machine-dependent, so it is the
     one file of a run directory that differs between identical runs. ``numerics``
-    records the floating-point set-up the numbers were computed with (:func:`ctxstair.numerics.settings`)."""
-    write_json(run_dir, "resources.json", {"peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(seconds, 3),
-                                           "numerics": numerics.settings()})
+    records the floating-point set-up the numbers were computed with (:func:`ctxstair.numerics.settings`);
+    ``plan``, when given, the ensemble engine's execution plan (:mod:`ctxstair.train.plan`)."""
+    record = {"peak_rss_mib": round(peak_rss_mib(), 1), "seconds": round(seconds, 3), "numerics": numerics.settings()}
+    write_json(run_dir, "resources.json", record | ({"plan": plan} if plan is not None else {}))
+
+
+def read_plan(run_dir: str | os.PathLike) -> dict | None:
+    """The execution plan recorded in ``resources.json`` (:func:`write_resources`), None when the
+    directory has no such file or the file no plan (a run trained before plans were recorded)."""
+    if not (Path(run_dir) / "resources.json").is_file():
+        return None
+    return read_json(run_dir, "resources.json").get("plan")
 
 
 def write_json(run_dir: str | os.PathLike, name: str, payload: dict) -> None:

@@ -64,6 +64,10 @@ class CBOWEnsemble(torch.nn.Module):
         if pool not in ("sum", "mean"):
             raise InputError(f"pool must be sum or mean; got {pool!r}")
         self.pool = pool
+        #: How ``Σ_i w^E_{x_i}`` is computed for a batch of n samples (n → ``gather`` or ``counts``), as
+        #: the training engine's execution plan says; a batch size it does not name follows
+        #: :func:`embedding_sum_method`.
+        self.embedding_sum_by_samples: dict[int, str] = {}
         self.members = tuple(members)
         self.sigma = activation_fn(activation, coeffs, power)
         d_max = max(m.d for m in self.members)
@@ -97,7 +101,7 @@ class CBOWEnsemble(torch.nn.Module):
 
     def forward(self, X: torch.Tensor, members: slice = slice(None)) -> torch.Tensor:
         """Logits (k, n, V) of ``members`` (default all K) for token ids X (n, L)."""
-        h = embedding_sum(self.W_E[members], X)
+        h = embedding_sum(self.W_E[members], X, self.embedding_sum_by_samples.get(X.shape[0]))
         if self.pool == "mean":
             h = h / X.shape[1]
         if self.b is not None:
@@ -118,17 +122,26 @@ class CBOWEnsemble(torch.nn.Module):
 #: from it on, a gather (benchmarks/ensemble.py measured both on the 2-core machine: at n · V · d =
 #: 33,600 the matmul is 2× faster, at 16.6 M the gather is 3.7× faster for one member).
 GATHER_MIN_WORK = 1 << 20
+#: The two ways of computing the embedding sum (:func:`embedding_sum`).
+EMBEDDING_SUM_METHODS = ("gather", "counts")
 
 
-def embedding_sum(W_E: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+def embedding_sum_method(n: int, vocab_size: int, d: int) -> str:
+    """The rule for the embedding sum of n samples over a (V, d) table (docs/design.md, "Execution
+    plan"): ``counts`` below :data:`GATHER_MIN_WORK` multiply-adds per member, ``gather`` from it on.
+    The two agree up to rounding only, so the rule depends on the shapes alone."""
+    return "counts" if n * vocab_size * d < GATHER_MIN_WORK else "gather"
+
+
+def embedding_sum(W_E: torch.Tensor, X: torch.Tensor, method: str | None = None) -> torch.Tensor:
     """``h = Σ_i w^E_{x_i}`` (K, n, d) for embeddings W_E (K, V, d) and token ids X (n, L) (SPEC §5).
 
-    Small problems use the count matrix, ``N(X) @ W_E``: one dense matmul, cheapest when per-call
-    overhead dominates. Large ones gather the L rows of each sample (``embedding`` over the K
-    stacked tables), which does L/(2V) of the matmul's work; both are deterministic on CPU and
-    agree up to rounding."""
+    ``method`` (default: :func:`embedding_sum_method`): ``counts``, the count matrix ``N(X) @ W_E``,
+    one dense matmul, cheapest when per-call overhead dominates; ``gather``, the L rows of each
+    sample (``embedding`` over the K stacked tables), L/(2V) of the matmul's work. Both are
+    deterministic on CPU and agree up to rounding."""
     K, V, d = W_E.shape
-    if X.shape[0] * V * d < GATHER_MIN_WORK:
+    if (method or embedding_sum_method(X.shape[0], V, d)) == "counts":
         counts = torch.zeros(X.shape[0], V, dtype=W_E.dtype, device=W_E.device)
         counts.scatter_add_(1, X, torch.ones_like(X, dtype=W_E.dtype))
         return counts @ W_E

@@ -38,6 +38,7 @@ from ctxstair.progress import Progress
 from ctxstair.run import Run
 from ctxstair.signatures import signature_hierarchy
 from ctxstair.tasks import Dataset
+from ctxstair.train.plan import ExecutionPlan, choose_plan, pass_plan
 from ctxstair.train.schedule import snapshot_schedule
 
 #: Called as ``hook(epoch)`` at the start of every epoch; tests use it to interrupt a run.
@@ -47,11 +48,8 @@ EpochHook = Callable[[int], None]
 #: ran with ``member_losses(..., backward=True)``). Returns the number of gradient evaluations it took
 #: (1 for a full-batch step).
 EpochUpdate = Callable[[int, torch.Tensor], int]
-#: Activation memory of one forward-and-backward pass over a group of members. Members are run in
-#: groups that fit it instead of all at once: on the 2-core machine 32 staircase-add members
-#: (n = 1,600, V = 81, d = 128) took 0.7× the time of the whole ensemble in groups of 8–16
-#: (benchmarks/ensemble.py), while small models still run all together.
-PASS_BYTES = 32 << 20
+
+
 def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
     """``gd``/``sgd``: torch SGD (gd = full batch); ``adam``/``adamw``: torch Adam/AdamW; ``flow``:
     None (the ODE solver keeps no state between epochs; SPEC §5 "Training").
@@ -66,14 +64,16 @@ def make_optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer | None:
     return optimizer(params, lr=t.lr, weight_decay=t.weight_decay)
 
 
-def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor,
-                  backward: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor, backward: bool = False,
+                  plan: ExecutionPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean cross-entropy loss (K,) and accuracy (K,) of every member on samples (X (n, L), y (n,)),
     both detached. With ``backward``, the gradient of the summed losses is accumulated into the
-    parameters' ``.grad``, group by group (:func:`members_per_pass`): each group's backward pass runs
-    before the next group's forward, so only one group's activations are alive at a time."""
-    K = model.W_E.shape[0]
-    group = members_per_pass(model, X.shape[0])
+    parameters' ``.grad``, group by group as the execution ``plan`` says (default: the rule,
+    :func:`ctxstair.train.plan.pass_plan`): each group's backward pass runs before the next group's
+    forward, so only one group's activations are alive at a time. The plan is applied to the model
+    (:meth:`~ctxstair.train.plan.ExecutionPlan.apply`) by whoever passes it."""
+    K, n = model.W_E.shape[0], X.shape[0]
+    group = (plan.for_samples(n) if plan is not None else pass_plan(model, n)).members_per_group
     losses, accs = [], []
     for first in range(0, K, group):
         logits = model(X, slice(first, first + group))  # (group, n, V)
@@ -83,14 +83,6 @@ def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor,
         losses.append(loss.detach())
         accs.append((logits.detach().argmax(dim=-1) == y).double().mean(dim=1))
     return (losses[0], accs[0]) if len(losses) == 1 else (torch.cat(losses), torch.cat(accs))
-
-
-def members_per_pass(model: Ensemble, n: int) -> int:
-    """How many members one forward-and-backward pass over ``n`` samples takes: as many as fit
-    :data:`PASS_BYTES`, counting per member four (n, V) and four (n, d) activations (logits,
-    probabilities, hidden states and their gradients); at least one."""
-    K, V, d = model.W_E.shape
-    return max(1, min(K, PASS_BYTES // (4 * n * (V + d) * model.W_E.element_size())))
 
 
 def _mean_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -109,13 +101,14 @@ def full_batch_step(optimizer: torch.optim.Optimizer) -> int:
 
 
 def minibatch_epoch(model: Ensemble, optimizer: torch.optim.Optimizer, X: torch.Tensor, y: torch.Tensor,
-                    batch_size: int, generator: torch.Generator) -> int:
+                    batch_size: int, generator: torch.Generator, plan: ExecutionPlan | None = None) -> int:
     """One pass over samples X (n, L), y (n,) in minibatches of ``batch_size``, shuffled by
-    ``generator``; returns the number of minibatch steps."""
+    ``generator``, each pass run as the execution ``plan`` says (:func:`member_losses`); returns the
+    number of minibatch steps."""
     batches = torch.randperm(X.shape[0], generator=generator).split(batch_size)
     for idx in batches:
         optimizer.zero_grad()
-        member_losses(model, X[idx], y[idx], backward=True)
+        member_losses(model, X[idx], y[idx], backward=True, plan=plan)
         optimizer.step()
     return len(batches)
 
@@ -166,13 +159,15 @@ def reuses_forward(cfg: RunConfig, n: int) -> bool:
 
 
 def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimizer | None,
-                 X: torch.Tensor, y: torch.Tensor, generator: torch.Generator) -> EpochUpdate:
+                 X: torch.Tensor, y: torch.Tensor, generator: torch.Generator,
+                 plan: ExecutionPlan | None = None) -> EpochUpdate:
     """The update of one epoch for ``cfg.train`` (SPEC §5 "Training"), as ``update(epoch, losses)``.
 
     ``flow``: integrate the gradient flow from t = epoch·lr to (epoch+1)·lr (:func:`gradient_flow`);
     full batch (``batch_size`` 0 or ≥ n): one step on the gradient of the logged pass; otherwise one shuffled
-    minibatch pass (:func:`minibatch_epoch`). X (n, L), y (n,) are the training samples. The
-    update returns the number of gradient evaluations it took.
+    minibatch pass (:func:`minibatch_epoch`, its passes run as the execution ``plan`` says). X (n, L),
+    y (n,) are the training samples. The update returns the number of gradient evaluations it took.
+    The flow's gradient is always taken over all members at once (the ODE solver needs all of θ).
     """
     t, n = cfg.train, X.shape[0]
     if t.optimizer == "flow":
@@ -182,7 +177,7 @@ def epoch_update(cfg: RunConfig, model: Ensemble, optimizer: torch.optim.Optimiz
         return flow
     if reuses_forward(cfg, n):  # full batch: reuse this epoch's forward pass for the update
         return lambda epoch, losses: full_batch_step(optimizer)
-    return lambda epoch, losses: minibatch_epoch(model, optimizer, X, y, t.batch_size, generator)
+    return lambda epoch, losses: minibatch_epoch(model, optimizer, X, y, t.batch_size, generator, plan)
 
 
 def prepare(run: Run, resume: bool, force: bool) -> tuple[Dataset, bool]:
@@ -235,7 +230,8 @@ def train_run(cfg: RunConfig, out: str | Path, *, resume: bool = False, force: b
     ``snapshots.save`` is false); return its path.
 
     ``resume`` continues an interrupted run (same config required); a completed run is left as is.
-    ``resources.json`` records the peak memory and the seconds of this call.
+    ``resources.json`` records the peak memory, the seconds of this call and the execution plan
+    (:func:`execution_plan`; a resumed run keeps the plan it started with).
     ``progress``: report the epochs on stderr (:class:`ctxstair.progress.Progress`; default: inside
     :func:`ctxstair.progress.shown`, as the command line does). Denormal floats are flushed to zero
     while training (:func:`flush_denormals`).
@@ -257,7 +253,8 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
     optimizer = make_optimizer(cfg, model.parameters())
     batches = torch.Generator().manual_seed(cfg.train.seed)  # on the CPU whatever the device: same data order
     X, y = torch.from_numpy(dataset.X).to(device), torch.from_numpy(dataset.y).to(device)
-    update = epoch_update(cfg, model, optimizer, X, y, batches)
+    plan = execution_plan(run, resumed, model, X.shape[0])
+    update = epoch_update(cfg, model, optimizer, X, y, batches, plan)
     reuse_forward = reuses_forward(cfg, X.shape[0])  # otherwise the logged forward pass needs no graph
     schedule = set(snapshot_schedule(cfg.train.epochs, cfg.snapshots.log_points, cfg.snapshots.every))
 
@@ -281,7 +278,7 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
             if reuse_forward:
                 optimizer.zero_grad()
             with torch.set_grad_enabled(reuse_forward):
-                losses, accs = member_losses(model, X, y, backward=reuse_forward)
+                losses, accs = member_losses(model, X, y, backward=reuse_forward, plan=plan)
             rows += [{"member": k, "epoch": epoch, "loss": float(loss), "acc": float(acc)}
                      for k, (loss, acc) in enumerate(zip(losses, accs))]
             if not bool(torch.isfinite(losses).all()):
@@ -292,8 +289,20 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
             update(epoch, losses)
             bar.update(1)
     run.write_metrics(rows)
-    run.finish(time.perf_counter() - started)
+    run.finish(time.perf_counter() - started, plan.as_dict())
     return out
+
+
+def execution_plan(run: Run, resumed: bool, model: Ensemble, n: int) -> ExecutionPlan:
+    """The execution plan of the run (:mod:`ctxstair.train.plan`), applied to ``model`` (trained on
+    ``n`` samples): on a resume the one ``resources.json`` recorded when the run started, otherwise
+    the rule's (:func:`ctxstair.train.plan.choose_plan`), recorded now."""
+    recorded = run.recorded_plan() if resumed else None
+    plan = ExecutionPlan.from_dict(recorded) if recorded is not None else choose_plan(run.config, model, n)
+    if recorded is None:
+        run.record_plan(plan.as_dict())
+    plan.apply(model)
+    return plan
 
 
 def _divergence(run: Run, model: Ensemble, epoch: int, rows: list[dict]) -> Exception:
