@@ -36,6 +36,7 @@ from ctxstair.models.cbow import EMBEDDING_SUM_METHODS, CBOWEnsemble, embedding_
 #: lost its core, so fewer, larger operations win); 96 MiB gives two groups of 16.
 PASS_BYTES = 96 << 20
 
+
 @dataclass(frozen=True)
 class PassPlan:
     """How a pass over ``samples`` samples runs: ``members_per_group`` members at a time (≥ 1) and
