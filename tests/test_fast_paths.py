@@ -113,12 +113,17 @@ def test_permuted_partial_correlation_equals_partial_correlation_of_the_permuted
     np.testing.assert_allclose(permuted_partial_correlation(A, B, C, perms), expected, atol=1e-12)
 
 
-def test_stacked_embedding_gradient_equals_one_model_at_a_time(rng):
+def three_members() -> tuple:
+    """``add`` N = 8 and the stacked float64 weights (3, V, 12) of three one-member ensembles."""
     ds = tasks.make("add", N=8)
     models = [CBOWEnsemble(ds.vocab_size, [MemberSpec(seed, 12, 0.5, 0.5)], "relu", dtype=torch.float64)
               for seed in range(3)]
-    W_E = np.stack([m.W_E[0].detach().numpy() for m in models])
-    W_U = np.stack([m.W_U[0].detach().numpy() for m in models])
+    return ds, np.stack([m.W_E[0].detach().numpy() for m in models]), np.stack([m.W_U[0].detach().numpy()
+                                                                               for m in models])
+
+
+def test_stacked_embedding_gradient_equals_one_model_at_a_time(rng):
+    ds, W_E, W_U = three_members()
     for objective in ("label", "loss"):
         together = embedding_gradient(W_E, W_U, ds.X, ds.y, objective, "relu")
         for k in range(3):
@@ -133,11 +138,7 @@ def test_stacked_embedding_gradient_equals_one_model_at_a_time(rng):
 
 def test_gradients_of_one_forward_pass_are_bitwise_those_of_one_pass_each(rng):
     """The order shares differentiate one forward pass twice; theory.csv must not move by a bit."""
-    ds = tasks.make("add", N=8)
-    models = [CBOWEnsemble(ds.vocab_size, [MemberSpec(seed, 12, 0.5, 0.5)], "relu", dtype=torch.float64)
-              for seed in range(3)]
-    W_E = np.stack([m.W_E[0].detach().numpy() for m in models])
-    W_U = np.stack([m.W_U[0].detach().numpy() for m in models])
+    ds, W_E, W_U = three_members()
     objectives = ("label", "loss", "prediction")
     for got, objective in zip(embedding_gradients(W_E, W_U, ds.X, ds.y, objectives, "relu"), objectives):
         np.testing.assert_array_equal(got, embedding_gradient(W_E, W_U, ds.X, ds.y, objective, "relu"))
