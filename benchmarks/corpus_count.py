@@ -15,13 +15,16 @@ What is measured, each as a rate in M tokens/s of one process, and the ratios th
 * the whole path (reader, windows, units, counts, merge, files) for the next-token rows alone, next
   to the compiled rows loop (:func:`ctxstair.signatures.kernels.add_next_rows`) alone on the same
   tokens in memory;
-* the prefix counts: ``signatures.prefix_counts`` on windows in memory (one core) against ``corpus
-  count``'s prefix pass on the same tokens;
-* the default count (unigram, next-token rows, prefix counts, sample) on 1 and 2 workers, and one
-  rows unit counted alone against two counted side by side (what two workers cost each other);
+* the prefix counts: ``signatures.prefix_counts`` on int64 windows in memory (one core; also with the
+  copy of each piece from the memmap to int64 timed) against ``corpus count``'s prefix pass on the
+  same tokens;
+* the default count (unigram, next-token rows, prefix counts, sample) and ``--count unigram,next``
+  on 1 and 2 workers, and one rows unit counted alone against two counted side by side (what two
+  workers cost each other);
 * peak RSS of the whole process tree (the command and its workers, sampled every 50 ms) for the
-  default count at 100 M tokens and, with ``--tokens``, at that size, where the default count on
-  1 and 2 workers is timed too;
+  default count at 100 M tokens and, with ``--tokens``, at that size, where both counts on 1 and 2
+  workers are timed too (that stream is drawn with another seed, so its tracked tokens are its own
+  200 most frequent ids);
 * the text path: ``corpus tokenize`` next to the tokenizer library's own ``encode_batch``.
 
 The headline lines at the end are the targets': next-token rows / bincount, prefix counts M tokens/s
@@ -137,17 +140,24 @@ def count_rate(path: Path, out: Path, **options) -> float:
     return stats.manifest["tokens"] / seconds / 1e6
 
 
-def in_memory_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> float:
-    """M tokens/s of ``signatures.prefix_counts`` called directly on pieces of windows (the in-memory path),
-    adding into one result allocated before the timing (its ``out=``, as a corpus counted piece by piece does)."""
+def in_memory_prefix_rate(path: Path, n_tokens: int, tokens: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """M tokens/s of ``signatures.prefix_counts`` called directly on int64 pieces of windows in memory (the
+    in-memory path), adding into one result allocated before the timing (its ``out=``, as a corpus counted
+    piece by piece does): the calls alone, and with the int64 copy of each piece from the memmap (numpy's
+    first touch of a fresh 128 MB array, which the machine's huge-page handling can make as slow as the
+    counting, benchmarks/RESULTS.md)."""
     from ctxstair.signatures import prefix_counts
 
     windows = np.memmap(path, dtype=np.uint16, mode="r")[: n_tokens // WINDOW * WINDOW].reshape(-1, WINDOW)
     out = (np.ones((tokens.size, labels.size, tokens.size)), np.zeros(tokens.size))  # touched: no page faults timed
-    start = time.perf_counter()
+    counting = copying = 0.0
     for first in range(0, windows.shape[0], PIECE // WINDOW):
-        prefix_counts(windows[first:first + PIECE // WINDOW].astype(np.int64), tokens, labels, tokens, out=out)
-    return windows.size / (time.perf_counter() - start) / 1e6
+        start = time.perf_counter()
+        piece = windows[first:first + PIECE // WINDOW].astype(np.int64)
+        copied = time.perf_counter()
+        prefix_counts(piece, tokens, labels, tokens, out=out)
+        counting, copying = counting + time.perf_counter() - copied, copying + copied - start
+    return windows.size / counting / 1e6, windows.size / (counting + copying) / 1e6
 
 
 class TreeRSS:
@@ -229,6 +239,16 @@ def text_rates(folder: Path) -> tuple[float, float, float]:
     return library, rates[0], rates[1]
 
 
+def worker_rates(path: Path, folder: Path, tokens: np.ndarray) -> dict[str, float]:
+    """M tokens/s of the default count and of ``--count unigram,next`` on 1 and 2 local workers."""
+    rates = {}
+    for key, count in (("", None), ("next_", ("unigram", "next"))):
+        options = {"tokens": tokens} if count is None else {"tokens": tokens, "count": count}
+        for workers, name in ((1, "one"), (2, "two")):
+            rates[key + name] = count_rate(path, folder / f"{key}{name}", workers=workers, **options)
+    return rates
+
+
 def corpus_rows(path: Path, folder: Path, tokens: np.ndarray, labels: np.ndarray) -> tuple[list, dict]:
     """The table's rows (what, M tokens/s, / bincount) on the 100 M-token ``path``, and the headline rates."""
     # The compiled loops of every dtype the counts below use, compiled (or loaded from numba's cache)
@@ -243,19 +263,21 @@ def corpus_rows(path: Path, folder: Path, tokens: np.ndarray, labels: np.ndarray
     sub = 20_000_000
     np.memmap(path, dtype=np.uint16, mode="r")[:sub].tofile(folder / "sub.bin")
     in_memory_prefix_rate(path, WINDOW, tokens, labels)  # the loop compiled outside the timing
-    rates["prefix"] = in_memory_prefix_rate(path, sub, tokens, labels)
+    rates["prefix"], rates["prefix_copy"] = in_memory_prefix_rate(path, sub, tokens, labels)
     rates["prefix_path"] = count_rate(folder / "sub.bin", folder / "prefix", count="prefix", tokens=tokens,
                                       unit_tokens=1 << 27)
-    rates["one"] = count_rate(path, folder / "one", tokens=tokens, workers=1)
-    rates["two"] = count_rate(path, folder / "two", tokens=tokens, workers=2)
+    rates.update(worker_rates(path, folder, tokens))
     names = {"bincount": "`np.bincount` of the tokens (memmap, pieces of 16 M)",
              "int64": "`np.bincount` of the same tokens copied to int64 first",
              "next": "whole path, next-token rows of 200 tokens × 50,000",
              "next_kernel": "next-token rows' compiled loop alone, in memory",
              "prefix": "prefix counts 200 × 1,000 × 200, `prefix_counts` in memory (20 M tokens)",
+             "prefix_copy": "the same with the int64 copy of each piece from the memmap",
              "prefix_path": "whole path, prefix counts (with its unigram pass; 20 M tokens)",
              "one": "default count (unigram, rows, prefix, sample), 1 worker",
-             "two": "default count, 2 workers"}
+             "two": "default count, 2 workers",
+             "next_one": "`--count unigram,next`, 1 worker",
+             "next_two": "`--count unigram,next`, 2 workers"}
     return [(names[key], rate, rate / base) for key, rate in rates.items()], rates
 
 
@@ -296,15 +318,16 @@ def main() -> None:
             path.unlink()
             seconds, peak = command_count(big, folder / "big", workers=2)
             print(f"| {args.tokens / 1e6:.0f} M tokens | {seconds:.1f} | {peak:.2f} |")
-            big = (count_rate(big, folder / "big-one", tokens=tokens, workers=1),
-                   count_rate(big, folder / "big-two", tokens=tokens, workers=2))
+            big = worker_rates(big, folder, np.sort(_frequent(big)[:K].astype(np.int64)))
         print(f"\nnext-token rows / bincount: {rates['next'] / rates['bincount']:.2f} (whole path; the loop alone "
               f"{rates['next_kernel'] / rates['bincount']:.2f})")
-        print(f"prefix counts per core: {rates['prefix']:.2f} M tokens/s in memory, {rates['prefix_path']:.2f} "
-              "whole path")
-        print(f"2 workers / 1, default count: {rates['two'] / rates['one']:.2f}× at {n / 1e6:.0f} M tokens"
-              + (f", {big[1] / big[0]:.2f}× at {args.tokens / 1e6:.0f} M tokens ({big[0]:.2f} and {big[1]:.2f} "
-                 "M tokens/s)" if big else ""))
+        print(f"prefix counts per core: {rates['prefix']:.2f} M tokens/s in memory ({rates['prefix_copy']:.2f} with "
+              f"the copy of the pieces), {rates['prefix_path']:.2f} whole path")
+        for key, what in (("", "default count"), ("next_", "--count unigram,next")):
+            one, two = key + "one", key + "two"
+            print(f"2 workers / 1, {what}: {rates[two] / rates[one]:.2f}× at {n / 1e6:.0f} M tokens"
+                  + (f", {big[two] / big[one]:.2f}× at {args.tokens / 1e6:.0f} M tokens ({big[one]:.2f} and "
+                     f"{big[two]:.2f} M tokens/s)" if big else ""))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -160,6 +160,7 @@ def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path, monke
     # A corpus this small would be counted in this process (workers_for): two processes all the same,
     # since they are what is checked.
     monkeypatch.setattr(count_module, "TOKENS_PER_WORKER", 1)
+    monkeypatch.setattr(count_module, "LIGHT_TOKENS_PER_WORKER", 1)
     path = write_format("megatron", planted_documents(4, n_docs=60), tmp_path)
     outs = {}
     for name, options in (("one", {"workers": 1}), ("two", {"workers": 2}), ("ray", {"ray": "local"})):
@@ -176,13 +177,21 @@ def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path, monke
 
 
 def test_a_count_starts_no_more_workers_than_its_size_repays():
-    from ctxstair.corpus.count import TOKENS_PER_WORKER, workers_for
+    from ctxstair.corpus.count import LIGHT_TOKENS_PER_WORKER, TOKENS_PER_WORKER, workers_for
 
+    assert TOKENS_PER_WORKER < LIGHT_TOKENS_PER_WORKER
     assert workers_for(10, 8) == 1
     assert workers_for(TOKENS_PER_WORKER - 1, 2) == 1
     assert workers_for(2 * TOKENS_PER_WORKER, 2) == 2
     assert workers_for(3 * TOKENS_PER_WORKER, 8) == 3
     assert workers_for(100 * TOKENS_PER_WORKER, 8) == 8
+    # A count without prefix counts, bigram table or word groups counts each token faster, so a
+    # worker needs a larger share; any of the three makes the count heavy.
+    light = ("unigram", "next", "sample")
+    assert workers_for(3 * TOKENS_PER_WORKER, 8, light) == 1
+    assert workers_for(2 * LIGHT_TOKENS_PER_WORKER, 2, light) == 2
+    for heavy in ("prefix", "bigram", "groups"):
+        assert workers_for(3 * TOKENS_PER_WORKER, 8, ("unigram", heavy)) == 3
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -359,6 +368,41 @@ def test_each_array_is_stored_in_its_smallest_exact_layout():
     assert entry["stored"] == {"indptr": "uint16", "indices": "uint8", "values": "uint32"}
     with pytest.raises(ValueError, match="do not describe"):
         expand(entry, {**parts, "indices": parts["indices"][:-1]})
+
+
+def test_the_layout_is_the_smaller_one_whatever_the_density_even_where_the_csr_is_not_built():
+    """compact() skips building the CSR when a lower bound on its bytes already rules it out; the
+    choice must be the one that comparing the real CSR bytes gives, at every density around the
+    threshold and for every value range (the dtypes of the parts move the threshold)."""
+    from ctxstair.corpus.stats import SPARSE_SHARE, compact, csr_parts, smallest_dtype
+
+    rng = np.random.default_rng(1)
+    for density in (0.05, 0.15, 0.2, 0.22, 0.25, 0.3, 0.35, 0.5, 0.9):
+        for top in (2, 300, 70_000):
+            array = np.where(rng.random((7, 90, 33)) < density, rng.integers(1, top, (7, 90, 33)), 0).astype(np.int64)
+            csr_bytes = sum(a.astype(smallest_dtype(a)).nbytes for a in csr_parts(array.reshape(-1, 33)))
+            dense_bytes = array.astype(smallest_dtype(array)).nbytes
+            expected = "csr" if csr_bytes <= SPARSE_SHARE * dense_bytes else "dense"
+            assert compact(array)[0]["layout"] == expected, (density, top)
+
+
+def test_counting_turns_numpys_huge_pages_off_only_while_it_counts():
+    """ordinary_pages() is a count's only change to its process: numpy's huge-page advice is off
+    inside the block and back to what it was after it, also when the block raises."""
+    from ctxstair.corpus.units import _set_madvise_hugepage, ordinary_pages
+
+    original = _set_madvise_hugepage(True)
+    try:
+        for before in (True, False):
+            _set_madvise_hugepage(before)
+            with ordinary_pages():
+                assert _set_madvise_hugepage(False) is False
+            assert _set_madvise_hugepage(before) is before
+            with pytest.raises(InputError), ordinary_pages():
+                raise InputError("bad data")
+            assert _set_madvise_hugepage(before) is before
+    finally:
+        _set_madvise_hugepage(original)
 
 
 def test_a_manifest_without_storage_or_a_missing_sparse_part_is_named_as_damaged(tmp_path):

@@ -42,6 +42,7 @@ from ctxstair.corpus.units import (
     Job,
     SourceSpec,
     Unit,
+    ordinary_pages,
     split_units,
     sum_sparse,
     window_index,
@@ -63,17 +64,25 @@ WINDOW = 128
 K, PREFIX_LABELS, SAMPLE_WINDOWS, SEED = 200, 1000, 128, 0
 #: Largest default unit (tokens): a unit's prefix counts are one dense (T, Y, T) int32 file.
 UNIT_TOKENS = 1 << 27
-#: Fewest tokens per local worker (:func:`workers_for`): a worker costs about a second to start and
-#: its unit files about half a second to sum, which a share of fewer tokens does not repay
-#: (benchmarks/RESULTS.md, "Corpus statistics over a token file").
+#: Fewest tokens per local worker (:func:`workers_for`) for a count with any of :data:`HEAVY_COUNTS`:
+#: a worker costs about a second to start and its unit files about half a second to sum, which a
+#: share of fewer tokens does not repay (benchmarks/RESULTS.md, "Corpus statistics over a token file").
 TOKENS_PER_WORKER = 1 << 25
+#: The same for a count without them (unigram counts, next-token rows, sample): it counts about four
+#: times as many tokens per second on one core (45 against 12 M), so a worker needs four times the
+#: tokens to repay its start (2 workers took 1.35× one's time at 100 M tokens, 0.65× at 1 B).
+LIGHT_TOKENS_PER_WORKER = 1 << 27
+#: The statistics whose counting dominates a count's time when they are in it.
+HEAVY_COUNTS = ("prefix", "bigram", "groups")
 
 
-def workers_for(n_tokens: int, workers: int) -> int:
-    """The local workers a count of ``n_tokens`` tokens starts: ``workers`` at most, and one per
-    :data:`TOKENS_PER_WORKER` tokens, at least one. The statistics do not depend on it
+def workers_for(n_tokens: int, workers: int, count=DEFAULT_COUNT) -> int:
+    """The local workers a count of ``n_tokens`` tokens of the statistics ``count`` starts: ``workers``
+    at most, and one per :data:`TOKENS_PER_WORKER` tokens (:data:`LIGHT_TOKENS_PER_WORKER` when no
+    statistic of :data:`HEAVY_COUNTS` is counted), at least one. The statistics do not depend on it
     (integer sums), only the time does."""
-    return max(1, min(workers, n_tokens // TOKENS_PER_WORKER))
+    share = TOKENS_PER_WORKER if set(count) & set(HEAVY_COUNTS) else LIGHT_TOKENS_PER_WORKER
+    return max(1, min(workers, n_tokens // share))
 
 
 def word_like_mask(tokenizer, counts: np.ndarray) -> np.ndarray:
@@ -144,14 +153,14 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     if total_windows == 0:
         raise InputError(f"the sources hold no window of {window} tokens")
     # Local workers only: a Ray cluster's workers are already running.
-    workers = workers_for(total_windows * window, workers) if ray is None else workers
+    workers = workers_for(total_windows * window, workers, count) if ray is None else workers
     _check_budget(count, k if given is None else given.size, prefix_labels, vocab_size, workers, max_bytes)
     settings = {"window": window, "documents": documents, "vocab_size": vocab_size,
                 "tokenizer": _tokenizer_of(specs, tokenizer), "count": list(count),
                 "tokens_given": None if given is None else given.tolist(), "k": k, "prefix_labels": prefix_labels,
                 "attention_windows": attention_windows, "seed": seed, "groups": _groups_plan(groups, block_tokens),
                 "unit_tokens": _unit_tokens(unit_tokens, total_windows, window, workers)}
-    with Executor(workers, ray) as executor:
+    with ordinary_pages(), Executor(workers, ray) as executor:
         executor.start()  # the workers start and import while the sources are hashed, once per count
         plan = {"sources": [_describe(spec) for spec in specs], **settings}
         output = claim_output(out, resume=resume, force=force, what="statistics directory",

@@ -20,6 +20,7 @@ with the compiled loops of :mod:`ctxstair.signatures.kernels` (the same loop as
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass
@@ -32,6 +33,11 @@ from ctxstair.corpus.sources import open_source, windows
 from ctxstair.errors import InputError
 from ctxstair.signatures.blocks import block_pair_counts
 from ctxstair.signatures.prefix import index_map
+
+try:
+    from numpy._core.multiarray import _set_madvise_hugepage
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import _set_madvise_hugepage
 
 #: Tokens per piece read from a source and counted at once: bounded working memory per worker.
 PIECE_TOKENS = 1 << 23
@@ -130,7 +136,24 @@ def pieces(job: Job, unit: Unit):
 
 def count_unit(job: Job, unit: Unit) -> dict[str, np.ndarray]:
     """The counts of one unit (module docstring), as named arrays."""
-    return _count_unigram(job, unit) if unit.phase == UNIGRAM else _count_rows(job, unit)
+    with ordinary_pages():
+        return _count_unigram(job, unit) if unit.phase == UNIGRAM else _count_rows(job, unit)
+
+
+@contextlib.contextmanager
+def ordinary_pages():
+    """Inside the block, numpy does not ask the kernel for transparent huge pages; the setting it had
+    is restored on exit. numpy advises huge pages (``madvise``) for every array of 4 MiB or more;
+    where the kernel has no free huge page it compacts memory before the page fault returns, and
+    after a count has filled the page cache with its token and unit files that made the counts' fresh
+    arrays (40–320 MB) up to ten times slower to touch first: 4.3 s instead of 0.6 s for the CSR
+    of the prefix counts, most of a 100 M-token count's serial part (benchmarks/RESULTS.md, "Corpus
+    statistics"). Only the speed changes, never a number."""
+    previous = _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(previous)
 
 
 def save_unit(work: Path, unit: Unit, arrays: dict[str, np.ndarray]) -> None:
