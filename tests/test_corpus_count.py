@@ -370,22 +370,6 @@ def test_each_array_is_stored_in_its_smallest_exact_layout():
         expand(entry, {**parts, "indices": parts["indices"][:-1]})
 
 
-def test_the_layout_is_the_smaller_one_whatever_the_density_even_where_the_csr_is_not_built():
-    """compact() skips building the CSR when a lower bound on its bytes already rules it out; the
-    choice must be the one that comparing the real CSR bytes gives, at every density around the
-    threshold and for every value range (the dtypes of the parts move the threshold)."""
-    from ctxstair.corpus.stats import SPARSE_SHARE, compact, csr_parts, smallest_dtype
-
-    rng = np.random.default_rng(1)
-    for density in (0.05, 0.15, 0.2, 0.22, 0.25, 0.3, 0.35, 0.5, 0.9):
-        for top in (2, 300, 70_000):
-            array = np.where(rng.random((7, 90, 33)) < density, rng.integers(1, top, (7, 90, 33)), 0).astype(np.int64)
-            csr_bytes = sum(a.astype(smallest_dtype(a)).nbytes for a in csr_parts(array.reshape(-1, 33)))
-            dense_bytes = array.astype(smallest_dtype(array)).nbytes
-            expected = "csr" if csr_bytes <= SPARSE_SHARE * dense_bytes else "dense"
-            assert compact(array)[0]["layout"] == expected, (density, top)
-
-
 def test_counting_turns_numpys_huge_pages_off_only_while_it_counts():
     """ordinary_pages() is a count's only change to its process: numpy's huge-page advice is off
     inside the block and back to what it was after it, also when the block raises."""

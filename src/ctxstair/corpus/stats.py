@@ -122,22 +122,13 @@ def compact(array: np.ndarray) -> tuple[dict, dict[str | None, np.ndarray]]:
     the dense bytes (module docstring). Exact: :func:`expand` gives ``array`` back."""
     entry = {"shape": list(array.shape), "dtype": array.dtype.name}
     dense_dtype = smallest_dtype(array)  # the dense copy is made only when it is the layout chosen
-    dense_bytes = array.size * dense_dtype.itemsize
-    if array.dtype.kind in "iu" and array.ndim >= 1 and array.size and \
-            _fewest_csr_bytes(array) <= SPARSE_SHARE * dense_bytes:
+    if array.dtype.kind in "iu" and array.ndim >= 1 and array.size:
         indptr, indices, values = csr_parts(array.reshape(-1, array.shape[-1]))
         parts = {part: v.astype(smallest_dtype(v)) for part, v in zip(("indptr", "indices", "values"),
                                                                        (indptr, indices, values))}
-        if sum(v.nbytes for v in parts.values()) <= SPARSE_SHARE * dense_bytes:
+        if sum(v.nbytes for v in parts.values()) <= SPARSE_SHARE * array.size * dense_dtype.itemsize:
             return {"layout": "csr", **entry, "stored": {part: v.dtype.name for part, v in parts.items()}}, parts
     return {"layout": "dense", **entry, "stored": {"values": dense_dtype.name}}, {None: array.astype(dense_dtype)}
-
-
-def _fewest_csr_bytes(array: np.ndarray) -> int:
-    """A lower bound on the bytes of ``array``'s CSR parts (one byte per row pointer, index and value,
-    the smallest dtype there is), found by counting the nonzero entries: when even that is too many,
-    the dense layout is chosen without building the CSR (a third of a large count's writing time)."""
-    return array.size // array.shape[-1] + 1 + 2 * np.count_nonzero(array)
 
 
 def expand(entry: dict, parts: dict[str | None, np.ndarray]) -> np.ndarray:
