@@ -143,12 +143,13 @@ def count_unit(job: Job, unit: Unit) -> dict[str, np.ndarray]:
 @contextlib.contextmanager
 def ordinary_pages():
     """Inside the block, numpy does not ask the kernel for transparent huge pages; the setting it had
-    is restored on exit. numpy advises huge pages (``madvise``) for every array of 4 MiB or more;
-    where the kernel has no free huge page it compacts memory before the page fault returns, and
-    after a count has filled the page cache with its token and unit files that made the counts' fresh
-    arrays (40–320 MB) up to ten times slower to touch first: 4.3 s instead of 0.6 s for the CSR
-    of the prefix counts, most of a 100 M-token count's serial part (benchmarks/RESULTS.md, "Corpus
-    statistics"). Only the speed changes, never a number."""
+    is restored on exit. numpy advises huge pages (``madvise``) for every array of 4 MiB or more.
+    On the 2-core virtual machine the benchmarks ran on, the first touch of a fresh huge page, once
+    a count had filled the page cache with its token and unit files, cost milliseconds of system
+    time (the kernel's compaction counters stayed at zero: the time went to backing the memory), so
+    the counts' fresh arrays (40–320 MB) were up to ten times slower to touch first: 4.3 s instead
+    of 0.6 s for the CSR of the prefix counts, most of a 100 M-token count's serial part
+    (benchmarks/RESULTS.md, "Corpus statistics"). Only the speed changes, never a number."""
     previous = _set_madvise_hugepage(False)
     try:
         yield
