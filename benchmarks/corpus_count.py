@@ -242,10 +242,9 @@ def text_rates(folder: Path) -> tuple[float, float, float]:
 def worker_rates(path: Path, folder: Path, tokens: np.ndarray) -> dict[str, float]:
     """M tokens/s of the default count and of ``--count unigram,next`` on 1 and 2 local workers."""
     rates = {}
-    for key, count in (("", None), ("next_", ("unigram", "next"))):
-        options = {"tokens": tokens} if count is None else {"tokens": tokens, "count": count}
+    for key, options in (("", {}), ("next_", {"count": ("unigram", "next")})):
         for workers, name in ((1, "one"), (2, "two")):
-            rates[key + name] = count_rate(path, folder / f"{key}{name}", workers=workers, **options)
+            rates[key + name] = count_rate(path, folder / f"{key}{name}", tokens=tokens, workers=workers, **options)
     return rates
 
 

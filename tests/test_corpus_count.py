@@ -370,9 +370,10 @@ def test_each_array_is_stored_in_its_smallest_exact_layout():
         expand(entry, {**parts, "indices": parts["indices"][:-1]})
 
 
-def test_counting_turns_numpys_huge_pages_off_only_while_it_counts():
-    """ordinary_pages() is a count's only change to its process: numpy's huge-page advice is off
-    inside the block and back to what it was after it, also when the block raises."""
+def test_ordinary_pages_turns_numpys_huge_pages_off_only_inside_its_block():
+    """ordinary_pages(), which a count and each of its units run inside, is a count's only change to
+    its process: numpy's huge-page advice is off inside the block and back to what it was after it,
+    also when the block raises."""
     from ctxstair.corpus.units import _set_madvise_hugepage, ordinary_pages
 
     original = _set_madvise_hugepage(True)
