@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test reference stress bench clean
+.PHONY: demo test test-extended reference stress bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,14 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ctxstair run staircase-add --out runs/staircase-add --force
 
+# The default suite, with its 20 slowest tests listed at the end.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
+
+# The tests left out of `make test` to keep it short (the slowest ones: multi-process jobs, browsers,
+# whole runs at their defaults); CI runs them after `make test`.
+test-extended: $(STAMP)
+	$(BIN)/python -m pytest -q -m extended --durations=20
 
 # The API reference from the docstrings (mkdocs.yml), warnings as errors, into a temporary folder.
 reference: $(STAMP)

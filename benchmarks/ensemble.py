@@ -52,6 +52,8 @@ import torch
 
 from ctxstair import tasks
 from ctxstair.config import RunConfig, apply_overrides
+from ctxstair.devices import resolve_device
+from ctxstair.errors import InputError
 from ctxstair.models import build_ensemble
 from ctxstair.models.init import gamma_normal_
 from ctxstair.train.engine import full_batch_step, make_optimizer, member_losses
@@ -214,7 +216,10 @@ def main() -> None:
     parser.add_argument("--K", type=int, default=32, help="ensemble members")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
-    device = torch.device(args.device)
+    try:
+        device = resolve_device(args.device, key="--device")
+    except InputError as refusal:  # one line, no traceback: e.g. --device cuda where there is none
+        parser.exit(2, f"{parser.prog}: error: {refusal}\n")
     peak = matmul_rate(device)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, device {device}"

@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from ctxstair.config import apply_overrides  # noqa: E402
 from ctxstair.config.lm import LMConfig  # noqa: E402
+from ctxstair.devices import resolve_device  # noqa: E402
+from ctxstair.errors import InputError  # noqa: E402
 from ctxstair.lm.train import train_lm  # noqa: E402
 
 H100_BF16_DENSE_TFLOPS = 989.4
@@ -130,6 +132,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a tiny model for a few seconds (smoke test)")
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
+    try:
+        resolve_device(args.device, key="--device")
+    except InputError as refusal:  # one line, no traceback: e.g. --device cuda where there is none
+        parser.exit(2, f"{parser.prog}: error: {refusal}\n")
     if args.quick:
         args.d_model, args.layers, args.vocab, args.window = 64, 2, 512, 32
         args.batch, args.warmup, args.steps = 4, 2, 4

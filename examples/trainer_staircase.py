@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ctxstair.collectives import end_process_group
 from ctxstair.lm.corpus import load_text
 from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.windows import make_windows
@@ -113,12 +114,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def end_distributed() -> None:
-    """Under torchrun: wait for every rank, then close the process group. A process that exits with
-    its gloo group still open can abort in the group's threads at interpreter exit ("terminate
-    called without an active exception", SIGABRT), which torchrun reports as a failed run."""
+    """Under torchrun: wait for every rank, then close the process group. Call it once the Trainer
+    is gone: a Trainer still referenced keeps its DDP wrapper, and that the gloo group, until
+    interpreter exit, where freeing them can abort the process ("terminate called without an active
+    exception", SIGABRT), which torchrun reports as a failed run; ``end_process_group`` also frees
+    what reference cycles still hold before it destroys the group (ctxstair.collectives)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+        end_process_group()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         peak = max(rho, key=lambda pair: pair[1])
         print(f"ρ_next {rho[0][1]:+.3f} (step {rho[0][0]}) → peak {peak[1]:+.3f} (step {peak[0]}) → "
               f"{rho[-1][1]:+.3f} (step {rho[-1][0]}); report: ctxstair report {args.out}")
+    del trainer, callback  # the DDP wrapper goes with them (end_distributed)
     end_distributed()
 
 

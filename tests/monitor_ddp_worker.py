@@ -22,4 +22,5 @@ if __name__ == "__main__":
     record = {"world_size": dist.get_world_size(), "measured_steps": callback.measured_steps,
               "logged_steps": [row["step"] for row in trainer.state.log_history if "staircase/rho_next" in row]}
     (out / f"rank{rank}.json").write_text(json.dumps(record))
+    del trainer, callback  # as the example does before it ends the process group
     module.end_distributed()

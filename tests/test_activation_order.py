@@ -48,6 +48,7 @@ def test_paper_size_recipe_has_n50_and_l_up_to_3():
     assert runs["L3-K2"].model.power == 2 and runs["L3-K2"].recipe == "activation-order-n50"
 
 
+@pytest.mark.extended  # the recipe's every cell, small (the module fixture): ≈ 1 min on 2 cores
 def test_rule_holds_in_every_decidable_cell(small):
     s = json.loads((small / "summary.json").read_text())
     cells = s["cells"]
@@ -68,6 +69,7 @@ def test_rule_holds_in_every_decidable_cell(small):
     assert rule and rule[0]["met"] is True
 
 
+@pytest.mark.extended
 def test_summary_comes_from_the_run_files(small):
     s = json.loads((small / "summary.json").read_text())
     c = s["cells"]["L3-K2"]
@@ -81,6 +83,7 @@ def test_summary_comes_from_the_run_files(small):
     assert not (run / "alignment.csv").exists()  # no alignment analysis for this recipe
 
 
+@pytest.mark.extended
 def test_report_and_figures(small):
     html = (small / "report.html").read_text()
     figures = sorted(p.name for p in (small / "figures").iterdir())

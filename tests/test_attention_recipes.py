@@ -29,6 +29,7 @@ def key_numbers(out: Path) -> list[dict]:
     return json.loads((out / "summary.json").read_text())["key_numbers"]
 
 
+@pytest.mark.extended  # both recipes at their defaults (the module fixture): ≈ 2 min on 2 cores
 def test_attention_parity_meets_f5b(outs):
     out = outs["attention-parity"]
     assert [k["name"] for k in key_numbers(out) if k["met"] is False] == []
@@ -46,6 +47,7 @@ def test_attention_parity_meets_f5b(outs):
     check_report(out, [f"{m['split']:.3f}", f"epoch {m['left_epoch']}"], n_figures=4)
 
 
+@pytest.mark.extended
 def test_attention_arith_meets_f5a(outs):
     out = outs["attention-arith"]
     assert [k["name"] for k in key_numbers(out) if k["met"] is False] == []

@@ -1,6 +1,8 @@
 """The GPU check script, on a machine without a GPU: its shell is valid, it stops at once (exit 2,
-nothing run) where there is no CUDA device, its summary gathers what the steps wrote, and the
-throughput script's MFU is its FLOPs per token (counted here by brute force) times its tokens/s."""
+nothing run) where there is no CUDA device, behind a GPU check that says yes it runs every step
+under its time limit and summarises them (the CUDA steps fail with one line each, the CUDA tests
+skip), its summary gathers what the steps wrote, and the throughput script's MFU is its FLOPs per
+token (counted here by brute force) times its tokens/s."""
 
 import json
 import os
@@ -27,6 +29,33 @@ def test_without_cuda_it_stops_before_any_step(tmp_path):
                             capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable})
     assert result.returncode == 2 and "no CUDA device" in result.stdout
     assert (tmp_path / "steps.jsonl").read_text() == ""
+
+
+STEPS = ["cuda_tests", "lm_bf16", "lm_bf16_compile", "lm_train_llama_bf16_compile", "lm_train_gpt_neox_bf16_compile",
+         "monitor_sharded", "ensemble_k1024"]
+
+
+@pytest.mark.extended
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fakes the GPU check on a machine without CUDA")
+def test_behind_a_faked_gpu_check_every_step_runs_and_is_summarised(tmp_path):
+    """≈ 1 min on 2 cores: the steps that need CUDA stop at their device check."""
+    fake = tmp_path / "python"  # answers the script's GPU check, hands every other call to this Python
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *cuda.is_available*) echo "Fake GPU"; exit 0;; esac\n'
+                    f'exec "{sys.executable}" "$@"\n')
+    fake.chmod(0o755)
+    out = tmp_path / "check"
+    result = subprocess.run(["bash", str(ROOT / "benchmarks" / "device_check.sh"), str(out)], capture_output=True,
+                            text=True, env={**os.environ, "PYTHON": str(fake)}, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads((out / "device_check.json").read_text())
+    assert report["gpu"] == "Fake GPU" and report["passed"] is False
+    steps = {row["step"]: row for row in report["steps"]}
+    assert list(steps) == STEPS and all(row["seconds"] < row["limit"] for row in steps.values())
+    for name in ("cuda_tests", "monitor_sharded"):
+        assert steps[name]["rc"] == 0 and "skipped" in steps[name]["log_tail"][-1], steps[name]["log_tail"]
+    for name in STEPS[1:5] + STEPS[6:]:
+        assert steps[name]["rc"] != 0 and "Traceback" not in "\n".join(steps[name]["log_tail"]), name
+        assert "CUDA" in steps[name]["log_tail"][-1], (name, steps[name]["log_tail"])
 
 
 def test_the_summary_gathers_every_step(tmp_path):

@@ -5,8 +5,8 @@ nothing, then move its controls as a user would and compare what the page then s
 heatmap's values, the PCA points, the cursor, the titles and labels, typeset (ρ<sub>next</sub>,
 never ``ρ_next``) — with numbers computed here from the output's files: a run, an LM run, a sweep,
 a Hugging Face Trainer output measured by ``ctxstair.monitor`` and an ``analyze-model`` series.
-The redraw and start-up times are measured (``performance.now()`` in the page) and printed; the
-budgets are judged in ``benchmarks/explorer.py`` (``benchmarks/RESULTS.md``), not here.
+The page times its redraws and its start (``performance.now()``): the tests check that it did, for
+each redraw; the budgets are judged in ``benchmarks/explorer.py`` (``benchmarks/RESULTS.md``), not here.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from ctxstair.recipes import run_recipe
 from ctxstair.report.explorer import write_explorer
 from ctxstair.run import Run
 from ctxstair.sweep import run_sweep
+
+# Every page is built from a run made here, then driven in Chromium: ≈ 2 min on 2 cores.
+pytestmark = pytest.mark.extended
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the README's screenshot lives; the test rewrites it when CTXSTAIR_SCREENSHOTS=1.
@@ -108,9 +111,11 @@ def test_staircase_add_explorer_shows_each_snapshot_of_the_run(staircase_add, ch
     assert "(0)" in page.subscripts("#alignment-curves .legend")  # order 0: Pearson ρ(0) with Ssig,(0)
     assert_typeset(page)
     assert page.errors == [] and page.requests == [page.url]
-    timings = page.evaluate("window.explorer.timings")
-    print(f"\nstaircase-add explorer: {(staircase_add / 'explorer.html').stat().st_size / 1e6:.2f} MB, interactive "
-          f"{page.evaluate('window.explorer.readyAt'):.0f} ms after navigation, redraws {np.round(timings, 1)} ms")
+    # The page timed each redraw it made (the four slider moves, then at least two steps of play) and
+    # became interactive after its script began; what those times may be is benchmarks/explorer.py's.
+    timings, started, ready = page.evaluate("[window.explorer.timings, window.explorer.scriptAt, "
+                                            "window.explorer.readyAt]")
+    assert len(timings) >= 6 and all(t > 0 for t in timings) and 0 < started < ready
     page.page.select_option("#fourier-k", str(phi1.shape[2] // 2))  # back to the default, the odd/even direction
     page.move_slider(len(times) // 2 + 4)
     page.page.screenshot(path=tmp_path / "explorer.png", full_page=True)

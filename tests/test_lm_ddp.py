@@ -64,6 +64,7 @@ def assert_bitwise_equal(first: dict, second: dict) -> None:
         [name for name in first if not torch.equal(first[name], second[name])]
 
 
+@pytest.mark.extended  # two-process jobs
 def test_two_process_ddp_reproduces_the_single_process_run(tmp_path):
     single = tmp_path / "single"
     assert main(["lm", "train", "--no-analysis", "--out", str(single), *settings()]) == 0

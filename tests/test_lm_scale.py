@@ -54,6 +54,7 @@ def run_files(out: Path) -> dict[str, bytes]:
     return {name: (out / name).read_bytes() for name in names}
 
 
+@pytest.mark.extended  # two-process jobs
 def test_fsdp2_run_resumes_bitwise_after_a_kill(tmp_path):
     reference = torchrun_worker(tmp_path / "reference")
     assert reference.returncode == 0, reference.stderr[-3000:]
@@ -67,6 +68,7 @@ def test_fsdp2_run_resumes_bitwise_after_a_kill(tmp_path):
     assert rundir.snapshot_times(tmp_path / "run") == [0, 1, 2, 5, 10, 20, 30]
 
 
+@pytest.mark.extended
 def test_fsdp2_resumes_a_one_process_checkpoint(tmp_path):
     """A one-process run interrupted after its step-20 checkpoint, finished by two FSDP2 ranks, ends
     where the uninterrupted one-process run does (within the rounding of two ranks)."""

@@ -335,6 +335,7 @@ def test_a_callback_added_after_the_integrations_warns_and_tensorboard_misses_it
     assert not any("staircase" in tag for tag in EventAccumulator(str(events.parent)).Reload().Tags()["scalars"])
 
 
+@pytest.mark.extended  # a two-process job
 def test_two_process_ddp_measures_once_on_rank_0_without_deadlock(corpus, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--standalone",

@@ -51,6 +51,7 @@ def run(request, tmp_path_factory) -> dict:
             "ranks": torchrun("monitor_sharded_worker.py", request.param, tmp_path_factory.mktemp(request.param))}
 
 
+@pytest.mark.extended  # two-process jobs (the module fixture)
 def test_the_models_are_really_sharded(run):
     for record in run["ranks"]:
         assert record["world_size"] == WORLD
@@ -58,6 +59,7 @@ def test_the_models_are_really_sharded(run):
             assert model["local_numel"] <= -(-model["full_numel"] // WORLD) + 64  # a share, FSDP1's padding at most
 
 
+@pytest.mark.extended
 def test_rank_0_measures_what_the_unsharded_model_gives(run):
     assert set(run["ranks"][0]["models"]) == {"llama", "gpt_neox"}
     for name, model in run["ranks"][0]["models"].items():
@@ -69,11 +71,13 @@ def test_rank_0_measures_what_the_unsharded_model_gives(run):
             assert sharded[key] == pytest.approx(value, rel=0, abs=1e-6), (name, key)
 
 
+@pytest.mark.extended
 def test_the_other_ranks_take_part_and_get_nothing(run):
     for record in run["ranks"][1:]:
         assert all(model["sharded"] == {} for model in record["models"].values())
 
 
+@pytest.mark.extended
 def test_every_rank_counts_a_share_of_the_attention_paths_where_it_holds_the_network(run):
     # FSDP2 and ZeRO-3 gather the whole network onto every rank, so each counts its share of the
     # windows; FSDP1's full state dict goes to rank 0 alone, which counts them all.
@@ -82,6 +86,7 @@ def test_every_rank_counts_a_share_of_the_attention_paths_where_it_holds_the_net
             assert ("paths" in model["seconds"]) == (run["how"] != "fsdp1" or record is run["ranks"][0])
 
 
+@pytest.mark.extended
 def test_measuring_between_steps_leaves_the_trained_weights_bitwise_equal(run):
     for record in run["ranks"]:
         assert set(record["trained"]) == {"llama", "gpt_neox"}
@@ -90,6 +95,7 @@ def test_measuring_between_steps_leaves_the_trained_weights_bitwise_equal(run):
             assert trained["bitwise_equal"] is True
 
 
+@pytest.mark.extended
 @pytest.mark.skipif(ON_CUDA, reason="host memory is measured in the two-process CPU job")
 def test_fsdp2_is_measured_in_place_within_less_host_memory_than_one_copy_of_the_weights(run):
     if run["how"] != "fsdp2":
@@ -154,6 +160,7 @@ CALLBACK_RUNS = ["trainer-zero3", "lightning-fsdp2"] + (["trainer-fsdp1", "train
                                                        if ON_CUDA else [])
 
 
+@pytest.mark.extended  # two-process jobs
 @pytest.mark.parametrize("how", CALLBACK_RUNS)
 def test_the_callbacks_measure_a_sharded_training_on_every_rank_and_log_on_rank_0(how, tmp_path):
     ranks = torchrun("monitor_callback_worker.py", how, tmp_path)

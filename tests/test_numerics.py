@@ -48,6 +48,7 @@ def run_under(tmp_path: Path, name: str, recipe: str, overrides: list[str], *fla
     return out
 
 
+@pytest.mark.extended  # a run under each emulated CPU code path: ≈ 1 min each on 2 cores
 @pytest.mark.parametrize("recipe, overrides", [
     ("staircase-add", ["--set", "train.epochs=300", "--set", "task.N=20"]),
     ("attention-arith", ["--set", "train.epochs=300", "--set", "analysis.probe_steps=60"]),

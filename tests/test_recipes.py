@@ -3,6 +3,7 @@ write: summary.json, metrics.jsonl, alignment.csv and report.html. Full-size run
 
 import json
 import pkgutil
+import warnings
 
 import numpy as np
 import pytest
@@ -244,3 +245,10 @@ def test_recipe_at_full_size(tmp_path, name):
     known = ("relu-sub: Pearson", "tanh-add (F1)")
     missed = [k["name"] for k in summary(out)["key_numbers"] if k["met"] is False and not k["name"].startswith(known)]
     assert missed == []
+
+
+def test_the_median_over_members_skips_missing_values_and_says_nan_when_none_has_one():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "All-NaN slice" warning would be an error here
+        assert ms.median([0.2, float("nan"), 0.6]) == pytest.approx(0.4)
+        assert np.isnan(ms.median([float("nan"), float("nan")])) and np.isnan(ms.median([]))

@@ -1,7 +1,7 @@
 """A monitored two-process job ends cleanly: FSDP2 over gloo, one staircase measurement, then
 ``destroy_process_group()`` and exit, fifty times (half of them with the path measures, half
 without). Before the monitor waited for gloo's worker thread to let go of its collectives' tensors
-(``ctxstair.models.view.fsdp2.let_go``), such a job aborted at exit with "terminate called
+(``ctxstair.collectives.let_go``), such a job aborted at exit with "terminate called
 without an active exception" in 7 of 60 runs on 2 cores."""
 
 import os

@@ -30,6 +30,7 @@ def interrupted(argv: list[str], env: dict[str, str], signum: int, ready) -> tup
     return process.returncode, err
 
 
+@pytest.mark.extended  # a whole run twice, ≈ 1 min each on 2 cores; the corpus count below stays in `make test`
 @pytest.mark.parametrize("name", list(CASES))
 def test_an_interrupted_command_says_how_to_continue_and_continuing_finishes_the_run(tmp_path, name):
     args, signum, unit = CASES[name]

@@ -12,7 +12,10 @@ yet starts the run, so every attempt is literally the same command.) The runs us
 thread; tests/reliability/test_reliability_stress.py repeats this with every core busy.
 """
 
+import pytest
 from kill_harness import SMALL_RUN, TINY_LM, command, environment, kill_and_resume, run_to_end
+
+pytestmark = pytest.mark.extended  # ≈ 4 min on 2 cores: `make test-extended`, run by CI
 
 
 def test_kill_and_resume_ctxstair_run(tmp_path):

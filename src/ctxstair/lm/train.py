@@ -31,7 +31,6 @@ initial std of every part of every matrix, by γ role), ``metrics.jsonl`` (``ste
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import os
 import time
@@ -46,6 +45,7 @@ import torch.distributed as dist
 
 from ctxstair import numerics
 from ctxstair.checks import check_dense_size
+from ctxstair.collectives import end_process_group, let_go
 from ctxstair.config.lm import LMConfig, LMTrainConfig
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
@@ -137,10 +137,7 @@ def data_parallel(cfg: LMTrainConfig) -> Iterator[Ranks]:
         yield ranks
     finally:
         if opened:
-            # DDP's reducer sits in reference cycles; freed after the group (at interpreter exit) it
-            # aborted rank 1 in about one two-process run in six ("terminate called without an active exception").
-            gc.collect()
-            dist.destroy_process_group()
+            end_process_group()
 
 
 def train_lm(cfg: LMConfig, out: str | Path, *, resume: bool = False, force: bool = False,
@@ -313,6 +310,7 @@ def _global_mean(value: torch.Tensor, ranks: Ranks) -> float:
     if ranks.world > 1:
         value = value.clone()
         dist.all_reduce(value)
+        let_go(value)
         value /= ranks.world
     return float(value)
 

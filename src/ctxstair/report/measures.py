@@ -115,8 +115,10 @@ def best_frequency(ks: np.ndarray, values: np.ndarray, k_min: int = 1) -> tuple[
 
 
 def median(values: list[float]) -> float:
-    """Median over ensemble members (NaN-aware)."""
-    return float(np.nanmedian(values)) if len(values) else float("nan")
+    """Median over ensemble members (NaN-aware); NaN, without a warning, when no member has a value
+    (e.g. a run too short for a measure to be defined)."""
+    values = np.asarray(values, dtype=float)
+    return float("nan") if np.isnan(values).all() else float(np.nanmedian(values))
 
 
 def medians(per_member: list[dict], keys: Iterable[str]) -> dict[str, float]:

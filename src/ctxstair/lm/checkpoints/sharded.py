@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from ctxstair.collectives import let_go
 from ctxstair.errors import InputError
 from ctxstair.models.view import fsdp2
 
@@ -147,6 +148,8 @@ def same_on_every_rank(array: np.ndarray, what: str) -> None:
     mine = torch.tensor(np.frombuffer(digest.digest()[:8], dtype=np.int64).copy(), device=_collective_device())
     every = [torch.empty_like(mine) for _ in range(torch.distributed.get_world_size())]
     torch.distributed.all_gather(every, mine)
+    for tensor in (mine, *every):
+        let_go(tensor)
     if any(not torch.equal(other, mine) for other in every):
         raise InputError(f"the ranks hold different {what}: build the monitor from the same windows on every rank")
 
@@ -171,7 +174,7 @@ def summed_over_ranks(count: Callable[[np.ndarray], np.ndarray], parts: list[np.
             idle()
     total = torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64)).to(_collective_device())
     dist.all_reduce(total)
-    fsdp2.let_go(total)
+    let_go(total)
     return total.cpu().numpy()
 
 

@@ -17,14 +17,14 @@ Nothing is written back: each unit is resharded on leaving, its training state a
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
 import torch
 
+from ctxstair.collectives import let_go
 from ctxstair.errors import InputError
 
-__all__ = ["is_sharded", "let_go", "rows", "unsharded"]
+__all__ = ["is_sharded", "rows", "unsharded"]
 
 
 def is_sharded(tensor: torch.Tensor) -> bool:
@@ -81,19 +81,3 @@ def unsharded(module: torch.nn.Module, root: torch.nn.Module) -> Iterator[None]:
     finally:
         for unit in units:
             unit.reshard()
-
-
-def let_go(tensor: torch.Tensor) -> None:
-    """Wait, the GIL released, until gloo's worker thread has let go of ``tensor`` after a collective.
-
-    The worker may still hold the finished work, and with it the tensor, after the collective returned.
-    In torch 2.13 whichever thread drops a tensor's last C++ reference but Python's own releases its
-    Python object under the GIL; a worker still waiting for the GIL when the interpreter begins to exit
-    (a job that measures last, then ``destroy_process_group()`` and exits) is ended by
-    ``pthread_exit`` inside a ``noexcept`` destructor, and the process aborts with "terminate called
-    without an active exception". A monitored two-process FSDP2 job did so in 7 of 60 runs, and in 0
-    of 60 with this wait. It normally takes microseconds and is capped at a second; NCCL tensors (on
-    CUDA) are left as they were."""
-    deadline = time.monotonic() + 1.0
-    while tensor.device.type == "cpu" and tensor._use_count() > 1 and time.monotonic() < deadline:
-        time.sleep(1e-4)
