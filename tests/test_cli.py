@@ -186,7 +186,7 @@ def test_run_then_report_then_resume(tmp_path, capsys):
 
 
 def test_run_no_analysis_trains_only_and_resumes(tmp_path, capsys):
-    """Issue 8 item 1: the run directory holds the training files only; a resume is a no-op."""
+    """With --no-analysis the run directory holds the training files only; a resume is a no-op."""
     out = tmp_path / "add"
     argv = ["run", "staircase-add", "--out", str(out), "--set", "train.epochs=30", "--set", "task.N=8", "--seeds", "3",
             "--no-analysis"]

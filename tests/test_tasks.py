@@ -423,3 +423,12 @@ def test_unknown_name_and_parameter():
         tasks.make("add", M=3)
     with pytest.raises(InputError):
         tasks.make("parity", n_samples=0)
+
+
+@pytest.mark.parametrize("name, params, named", [
+    ("reason_memory", {"reasoning_lo": 12}, "reasoning_lo"),           # the default heldout (11, 13) falls outside
+    ("composite", {"anchors": (1, 2, 5, 6), "shifts": (5, 1, -2, -8)}, "anchors"),  # special_pair (3, 4) is gone
+])
+def test_a_default_made_invalid_by_another_parameter_is_refused_naming_that_parameter(name, params, named):
+    with pytest.raises(InputError, match=rf"\b{named}\b"):
+        tasks.make(name, **params)

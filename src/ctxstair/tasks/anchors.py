@@ -32,9 +32,11 @@ LABEL_LAWS = ("uniform", "normal", "poisson", "exp")
 
 
 def _check_tuple(name: str, value: object, length: int | None = None,
-                 allowed: np.ndarray | None = None, why: str = "") -> tuple[int, ...]:
+                 allowed: np.ndarray | None = None, why: str = "", allowed_by: str = "") -> tuple[int, ...]:
     """Check a tuple of ints of absolute value at most ``MAX_INT`` (of ``length`` entries, ``why``
-    saying which parameter sets it; each in ``allowed`` when given)."""
+    saying which parameter sets it; each in ``allowed`` when given, ``allowed_by`` naming the
+    parameters that set those ids: a default tuple that another parameter has made invalid is then
+    refused naming the parameter the user did set)."""
     if not isinstance(value, (tuple, list)) or any(
         isinstance(v, bool) or not isinstance(v, (int, np.integer)) or abs(int(v)) > MAX_INT for v in value
     ):
@@ -44,9 +46,8 @@ def _check_tuple(name: str, value: object, length: int | None = None,
         source = f" ({why})" if why else ""
         raise InputError(f"parameter {name!r} must have {length} entries{source}, got {value!r}")
     if allowed is not None and not np.isin(np.asarray(value, dtype=np.int64), allowed).all():
-        raise InputError(
-            f"parameter {name!r} must only hold ids in {_describe(allowed)}, got {tuple(value)!r}"
-        )
+        source = f" ({allowed_by})" if allowed_by else ""
+        raise InputError(f"parameter {name!r} must only hold ids in {_describe(allowed)}{source}, got {tuple(value)!r}")
     return tuple(int(v) for v in value)
 
 
@@ -277,7 +278,7 @@ def two_anchor(p: int = 20, shifts: tuple = (), analysed: str = "all", cross_shi
     if analysed not in ("all", "anchors"):
         raise InputError(f"parameter 'analysed' must be 'all' or 'anchors', got {analysed!r}")
     shift_values = np.arange(p) if not shifts else np.asarray(
-        _check_tuple("shifts", shifts, allowed=np.arange(p)), dtype=np.int64)
+        _check_tuple("shifts", shifts, allowed=np.arange(p), allowed_by="0..p-1"), dtype=np.int64)
     if np.unique(shift_values).size != shift_values.size:
         raise InputError(f"parameter 'shifts' must hold distinct values, got {tuple(shifts)!r}")
     cross_shift = check_int("cross_shift", cross_shift, 0)
@@ -422,9 +423,9 @@ def _check_composite_anchors(anchors: object, shifts: object, special_pair: obje
     check_disjoint({"anchors": anchor_arr, "keys (key_lo..key_hi)": keys})
     check_disjoint({"anchors": anchor_arr, "noise (noise_lo..noise_hi)": noise})
     shift_vals = _check_tuple("shifts", shifts, len(anchor_ids), why=f"one per entry of 'anchors', {anchors!r}")
-    special = _check_tuple("special_pair", special_pair, 2, anchor_arr)
+    special = _check_tuple("special_pair", special_pair, 2, anchor_arr, allowed_by="the entries of 'anchors'")
     special_shift = check_int("special_shift", special_shift)
-    heldout = _check_tuple("heldout_pair", heldout_pair, 2, anchor_arr)
+    heldout = _check_tuple("heldout_pair", heldout_pair, 2, anchor_arr, allowed_by="the entries of 'anchors'")
     if heldout == special:
         raise InputError(f"parameter 'heldout_pair' must differ from special_pair, both are {heldout!r}")
     return _PairShifts(anchor_arr, shift_vals, special, special_shift), heldout
@@ -567,7 +568,7 @@ def _check_heldout_tuples(heldout: object, q: int, reasoning: np.ndarray) -> np.
     """The held-out tuples of :func:`reason_memory`, each ``q`` ids in ``reasoning``, as int64 (n_heldout, q)."""
     if not isinstance(heldout, (tuple, list)):
         raise InputError(f"parameter 'heldout' must be a tuple of anchor tuples, got {heldout!r}")
-    return np.array([_check_tuple("heldout", t, q, reasoning, f"q={q}") for t in heldout],
+    return np.array([_check_tuple("heldout", t, q, reasoning, f"q={q}", "reasoning_lo..reasoning_hi") for t in heldout],
                     dtype=np.int64).reshape(-1, q)
 
 
