@@ -9,8 +9,11 @@ collective is followed by ``destroy_process_group()`` and the end of the script)
 ended by ``pthread_exit`` inside a ``noexcept`` destructor and the process aborts with "terminate
 called without an active exception" (SIGABRT), which torchrun reports as a failed run although
 every number was written. This is torch's (its c10d atexit fix was abandoned, pytorch/pytorch pull
-request 179291); the library keeps its side clean with :func:`let_go` after each of its own
-collectives, and :func:`end_process_group` ends a job cleanly (docs/monitor.md, "Sharded training").
+request 179291). The library keeps its own side clean with :func:`let_go` after each of its
+collectives, and :func:`end_process_group` frees what reference cycles still hold before it destroys
+the group (docs/monitor.md, "Sharded training"). Collectives that torch's own Python code issues
+(FSDP1's gathers and reduce-scatters, a Trainer's gathers of the loss) are beyond both: a job that
+uses them can still abort at exit (seen once, in a two-process FSDP1 test job).
 """
 
 from __future__ import annotations
