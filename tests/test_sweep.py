@@ -122,6 +122,7 @@ def test_resume_runs_only_missing_cells_and_checks_the_sweep(local_sweep, tmp_pa
     assert len(read_csv(out / "sweep.csv")) == 4
 
 
+@pytest.mark.extended  # starts a Ray cluster (worker processes): ≈ 16 s on 2 cores
 def test_ray_backend_matches_the_local_one(local_sweep, tmp_path):
     """One Ray task per cell on a local instance (`ray.init(num_cpus=2)`, as a cluster would run it):
     the cells come back as archives and give the local sweep's table, number for number."""
