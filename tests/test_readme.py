@@ -3,6 +3,7 @@ comparison it promises, and its table of `make demo`'s numbers is the demo's ``s
 digit for digit — the recorded example of `staircase-add` here, a fresh run of the demo's command in
 the extended suite (which also checks that the recorded example is what the demo now gives)."""
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -48,7 +49,7 @@ def test_the_python_example_runs_and_prints_the_comparison(capsys):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
     printed = capsys.readouterr().out.strip().splitlines()[-1]
-    scores = eval(printed, {"nan": float("nan")})  # the dict `alignment.compare` returns, as printed
+    scores = ast.literal_eval(printed)  # the dict `alignment.compare` returns, as printed
     assert set(scores) == {"pearson", "spearman", "one_minus_mse", "defined"} and scores["defined"] is True
     assert -1 <= scores["pearson"] <= 1 and -1 <= scores["spearman"] <= 1 and scores["one_minus_mse"] <= 1
 
