@@ -25,7 +25,7 @@ order ``ctxstair run`` runs them (the two trainings as the best of 2 runs, the s
 The language model (``lm-staircase`` at its defaults: the synthetic corpus, 2,000 steps) is timed the
 same way: training as ``ctxstair lm train --no-analysis`` does it (snapshots are written either
 way), then the analysis ``lm_staircase`` and within it the prefix probe with its shuffled control
-(:func:`ctxstair.lm.analysis.prefix_probe`), the report and the explorer. Both use the default
+(:func:`ctxstair.measure.primitives.prefix_probe`), the report and the explorer. Both use the default
 ``analysis.probe=fast``. Seconds depend on the machine's load; the fractions much less.
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 import ctxstair.analysis.alignment
-import ctxstair.lm.analysis
+import ctxstair.measure.primitives
 import ctxstair.recipes.base
 from ctxstair.analysis import analyse
 from ctxstair.cli.explore import explore_run
@@ -136,7 +136,7 @@ def language_model() -> None:
         train = _timed(lambda: recipe.trainer(out, {"analysis.enabled": False}, False, False))
         cfg = Run(out).config
         run = Run(out, replace(cfg, analysis=replace(cfg.analysis, enabled=True)))
-        with _inner_timer(ctxstair.lm.analysis, "prefix_probe") as probes:
+        with _inner_timer(ctxstair.measure.primitives, "prefix_probe") as probes:
             analysis = _timed(lambda: analyse(run, ["lm_staircase"]))
         report = _timed(lambda: write_recipe_report(out))
         with contextlib.redirect_stdout(None):

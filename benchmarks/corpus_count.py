@@ -221,8 +221,8 @@ def _frequent(path: Path) -> np.ndarray:
 def text_rates(folder: Path) -> tuple[float, float, float]:
     """M tokens/s of the tokenizer's own ``encode_batch`` and of ``corpus tokenize`` on 1 and 2 workers."""
     from ctxstair.corpus import tokenize_files
-    from ctxstair.lm.corpus import synthetic_corpus
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.synthetic import synthetic_corpus
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = synthetic_corpus(200_000)
     tokenizer = TextTokenizer.train_bpe(text, 2000)

@@ -4,7 +4,7 @@
 
 Two gloo processes on the CPU train a ``transformers`` Llama as ``lm train`` builds it (γ = 1 for every
 role; d 64, 2 layers, 4 heads of 16, MLP 256, V = 2,000; :mod:`ctxstair.models.causal_lm`) sharded
-by FSDP2 (:func:`ctxstair.lm.sharding.shard`: each layer, then the root), AdamW 3e-3, batch 16 windows of
+by FSDP2 (:func:`ctxstair.lm.fsdp.shard`: each layer, then the root), AdamW 3e-3, batch 16 windows of
 128 tokens (8 per rank), ``--steps`` (default 150) steps, on windows of random ids. The monitor (200 tokens,
 2,000 windows, no probe) measures at its default cadence (:class:`~ctxstair.monitor.staircase.Cadence`:
 ρ_next at 19 of the first 150 steps and one per 250 after, the path measures every 1,000 steps and at the
@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from ctxstair.lm import sharding  # noqa: E402
+from ctxstair.lm import fsdp  # noqa: E402
 from ctxstair.models import causal_lm  # noqa: E402
 from ctxstair.models.loss import next_token_loss  # noqa: E402
 from ctxstair.monitor import StaircaseMonitor  # noqa: E402
@@ -47,7 +47,7 @@ def run(windows: torch.Tensor, monitor: StaircaseMonitor | None, steps: int,
     adds up this rank's seconds within the monitor per part (``monitor.seconds``)."""
     config = causal_lm.family_config("llama", VOCAB, WINDOW, SIZES)
     model = causal_lm.build(config, dict.fromkeys(causal_lm.ROLES, 1.0), seed=0)
-    model = sharding.shard(model, torch.device("cpu"))
+    model = fsdp.shard(model, torch.device("cpu"))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     cadence, rank, world = Cadence(steps), dist.get_rank(), dist.get_world_size()
     order = torch.Generator().manual_seed(1)

@@ -41,8 +41,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import transformers  # noqa: E402
 
-from ctxstair.lm.estimators import States  # noqa: E402
-from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup  # noqa: E402
+from ctxstair.measure.estimators import States  # noqa: E402
+from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup  # noqa: E402
 
 PYTHIA_160M = dict(vocab_size=50_304, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                    max_position_embeddings=2048)

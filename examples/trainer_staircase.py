@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 from ctxstair.collectives import end_process_group
-from ctxstair.lm.corpus import load_text
-from ctxstair.lm.tokenizer import TextTokenizer
-from ctxstair.lm.windows import make_windows
 from ctxstair.models import causal_lm
 from ctxstair.monitor import StaircaseMonitor, attach, monitor_tokens
+from ctxstair.text.corpora import load_text
+from ctxstair.text.tokenizer import TextTokenizer
+from ctxstair.text.windows import make_windows
 
 
 class WindowDataset(torch.utils.data.Dataset):
@@ -91,7 +91,7 @@ def build_trainer(args: argparse.Namespace, tokenizer: TextTokenizer, windows: n
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("runs/trainer-shakespeare"))
-    p.add_argument("--corpus", default="shakespeare", help="a corpus name or path (ctxstair.lm.corpus.load_text)")
+    p.add_argument("--corpus", default="shakespeare", help="a corpus name or path (ctxstair.text.corpora.load_text)")
     p.add_argument("--vocab-size", type=int, default=2000)
     p.add_argument("--window", type=int, default=128)
     p.add_argument("--max-tokens", type=int, default=2_000_000)

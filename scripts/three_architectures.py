@@ -60,7 +60,7 @@ def run(out: Path) -> None:
 def row_of(folder: Path) -> dict:
     """One run's numbers: ρ_next (Pearson) at step 0, its peak, at the end; held-out losses."""
     from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
-    from ctxstair.lm.schema import RHO_NEXT
+    from ctxstair.measure.schema import RHO_NEXT
     from ctxstair.rundir import read_metric_rows
 
     steps, rho = measure_series(read_lm_analysis(folder), RHO_NEXT)
@@ -80,7 +80,7 @@ def row_of(folder: Path) -> dict:
 def figure(out: Path) -> plt.Figure:
     """ρ_next against the training step, one panel per family, a line per seed (log step axis)."""
     from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
-    from ctxstair.lm.schema import RHO_NEXT
+    from ctxstair.measure.schema import RHO_NEXT
 
     fig, axes = plt.subplots(1, len(FAMILIES), figsize=(10, 3.2), sharey=True, constrained_layout=True)
     for ax, family in zip(axes, FAMILIES):

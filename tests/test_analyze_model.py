@@ -1,4 +1,4 @@
-"""``ctxstair analyze-model`` (ctxstair.lm.analyze, SPEC §6.4, §7, §10): the LM staircase measurement of
+"""``ctxstair analyze-model`` (ctxstair.measure.analyze_model, SPEC §6.4, §7, §10): the LM staircase measurement of
 every checkpoint of a source, its command line and its output folder. Nothing is downloaded: the models
 are tiny Llama / Qwen2 / GPT-2 networks built here (model_helpers), with a BPE trained on the synthetic
 corpus."""
@@ -18,15 +18,15 @@ from figure_checks import assert_no_empty_axes, saved_figures
 from model_helpers import save_llama, save_model
 
 from ctxstair import rundir
+from ctxstair.checkpoints import NO_VIEW
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm.analysis import attention_path_correlation, attention_path_signature
-from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.checkpoints import NO_VIEW
-from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.tokenizer import TextTokenizer
-from ctxstair.lm.windows import make_windows
+from ctxstair.measure.analyze_model import analyze_model
+from ctxstair.measure.primitives import attention_path_correlation, attention_path_signature
 from ctxstair.models import next_token_loss
+from ctxstair.text.synthetic import synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
+from ctxstair.text.windows import make_windows
 from ctxstair.theory.decoder_paths import decoder_embedding_paths
 
 
@@ -107,13 +107,13 @@ def test_our_run_needs_no_corpus_and_others_do(tmp_path, tokenizer, capsys):
 
 def test_resume_reads_finished_checkpoints_back_and_force_replaces_only_when_complete(tmp_path, tokenizer,
                                                                                     corpus_file, monkeypatch, capsys):
-    from ctxstair.lm import analyze
+    from ctxstair.measure import analyze_model
 
     save_model(tmp_path / "run" / "checkpoint-1", tokenizer, seed=1)
     save_model(tmp_path / "run" / "checkpoint-2", tokenizer, seed=2)
     args = ["analyze-model", str(tmp_path / "run"), "--corpus", str(corpus_file), "--k", "20", "--window", "32"]
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
-    measure, failing = analyze._measure, ["checkpoint-2"]
+    measure, failing = analyze_model._measure, ["checkpoint-2"]
 
     def interrupted(entry, *rest):  # checkpoint-2 fails once, as a run killed after one checkpoint
         if entry.name in failing:
@@ -121,7 +121,7 @@ def test_resume_reads_finished_checkpoints_back_and_force_replaces_only_when_com
             raise InputError("the disk went away")
         return measure(entry, *rest)
 
-    monkeypatch.setattr(analyze, "_measure", interrupted)
+    monkeypatch.setattr(analyze_model, "_measure", interrupted)
     out = tmp_path / "resumed"
     assert main([*args, "--out", str(out)]) == 2
     assert sorted(p.name for p in (out / "checkpoints").glob("*.json")) == ["checkpoint-1.json"]
@@ -341,7 +341,7 @@ def test_cli_bad_window_counts_exit_2_with_one_line(tmp_path, tokenizer, capsys,
 
 
 def test_cli_help_states_the_default_window_counts(capsys):
-    from ctxstair.lm.staircase import StaircaseSettings
+    from ctxstair.measure.staircase import StaircaseSettings
 
     with pytest.raises(SystemExit):
         main(["analyze-model", "--help"])
@@ -355,8 +355,8 @@ def test_statistics_of_another_tokenizer_are_refused_before_any_weight_is_read(t
                                                                                  monkeypatch):
     from model_helpers import write_embedding_gguf
 
+    from ctxstair.checkpoints import gguf_file
     from ctxstair.corpus import count_corpus
-    from ctxstair.lm.checkpoints import gguf_file
 
     write_embedding_gguf(tmp_path / "model.gguf", tokenizer, "F32")
     other = TextTokenizer.train_bpe(text, vocab_size=300)

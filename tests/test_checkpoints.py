@@ -1,4 +1,4 @@
-"""Checkpoint sources (ctxstair.lm.checkpoints, SPEC §7, §10): each yields exactly the weights the
+"""Checkpoint sources (ctxstair.checkpoints, SPEC §7, §10): each yields exactly the weights the
 user saved, its tokenizer and its steps, behind one interface. Nothing is downloaded: the models are
 tiny Llama / Qwen2 networks built here (model_helpers), with a BPE trained on the synthetic corpus."""
 
@@ -10,10 +10,10 @@ import torch
 from model_helpers import save_llama, save_model, write_embedding_gguf, write_llama_gguf
 
 from ctxstair import rundir
+from ctxstair.checkpoints import open_checkpoints
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints import open_source
-from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.text.synthetic import synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def tokenizer():
 
 def read_all(path, models=False):
     """(the source, each of its checkpoints read)."""
-    source = open_source(path)
+    source = open_checkpoints(path)
     return source, [entry.load(models) for entry in source.entries()]
 
 
@@ -122,10 +122,10 @@ def test_llama_gguf_file_gives_the_model_with_the_hugging_face_logits(tmp_path, 
 def test_a_path_that_is_no_model_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(InputError, match="not a GGUF"):
-        open_source(tmp_path / "notes.txt")
+        open_checkpoints(tmp_path / "notes.txt")
     with pytest.raises(InputError, match="neither a Hugging Face model directory"):
-        open_source(tmp_path)
+        open_checkpoints(tmp_path)
     with pytest.raises(InputError, match="not found: not a path, nor a fetched model name"):
-        open_source(tmp_path / "missing")
+        open_checkpoints(tmp_path / "missing")
     with pytest.raises(InputError, match="revisions are for a Hugging Face Hub model id"):
-        open_source(tmp_path, ["step0"])
+        open_checkpoints(tmp_path, ["step0"])

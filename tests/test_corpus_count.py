@@ -137,8 +137,8 @@ def test_several_shards_are_windowed_one_by_one_and_summed(tmp_path):
 
 
 def test_tokens_chosen_as_the_most_frequent_word_like_ones(tmp_path):
-    from ctxstair.lm.staircase import staircase_tokens
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.measure.staircase import staircase_tokens
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = "the cat sat on the mat . the dog sat on a log , and the cat ran .\n" * 40
     tokenizer = TextTokenizer.train_words(text, 300, min_frequency=1)
@@ -288,8 +288,8 @@ def test_a_text_file_named_bin_is_refused_unless_accepted_as_tokens(tmp_path):
 
 
 def test_statistics_of_another_version_or_tokenizer_are_refused(tmp_path):
-    from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup
+    from ctxstair.text.tokenizer import TextTokenizer
 
     text = "the cat sat on the mat and the dog sat on the log\n" * 50
     tokenizer = TextTokenizer.train_words(text, 300, min_frequency=1)
@@ -338,13 +338,13 @@ def test_bigram_table_is_every_pair_of_consecutive_tokens_of_a_window(tmp_path):
 
 def test_the_count_defaults_are_the_measurement_defaults():
     from ctxstair.corpus import count
-    from ctxstair.lm import analyze
-    from ctxstair.lm.staircase import StaircaseSettings
+    from ctxstair.measure import analyze_model
+    from ctxstair.measure.staircase import StaircaseSettings
 
     settings = StaircaseSettings()
     expected = (settings.k, settings.prefix_labels, settings.attention_windows, settings.seed)
     assert expected == (count.K, count.PREFIX_LABELS, count.SAMPLE_WINDOWS, count.SEED)
-    assert count.WINDOW == analyze.WINDOW
+    assert count.WINDOW == analyze_model.WINDOW
 
 
 def test_each_array_is_stored_in_its_smallest_exact_layout():

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from ctxstair.corpus.megatron import IndexedWriter, write_indexed
 from ctxstair.corpus.sources import TokenSource, open_source, open_sources, windows
-from ctxstair.corpus.text import tokenize_files
+from ctxstair.corpus.tokenize import tokenize_files
 from ctxstair.errors import InputError
 
 RNG = np.random.default_rng(7)
@@ -287,7 +287,7 @@ def test_tokenize_files_takes_any_encode_batch_and_sizes_the_dtype(texts, tmp_pa
     lines = [d for d in documents if d.endswith("\n")] + ["the end without newline"]
     assert large.read(0, large.n_tokens).tolist() == [(1 << 17) + len(w) for d in lines for w in d.split()]
 
-    class Wrapper:  # like ctxstair.lm.tokenizer.TextTokenizer: the Tokenizer is its .tokenizer
+    class Wrapper:  # like ctxstair.text.tokenizer.TextTokenizer: the Tokenizer is its .tokenizer
         tokenizer = word_tokenizer()
 
     wrapped = tokenize_files(paths, Wrapper(), tmp_path / "wrapped")

@@ -76,20 +76,20 @@ class World:
 
     # shared pieces
     def text(self) -> str:
-        from ctxstair.lm.corpus import synthetic_corpus
+        from ctxstair.text.synthetic import synthetic_corpus
 
         return synthetic_corpus(n_sentences=400, seed=1)
 
     def text_tokenizer(self):
         if "_tokenizer" not in self.built:
-            from ctxstair.lm.tokenizer import TextTokenizer
+            from ctxstair.text.tokenizer import TextTokenizer
 
             self.built["_tokenizer"] = TextTokenizer.train_bpe(self.text(), 400)
         return self.built["_tokenizer"]
 
 
 def _windows(world: World) -> np.ndarray:
-    from ctxstair.lm.windows import make_windows
+    from ctxstair.text.windows import make_windows
 
     tokenizer = world.text_tokenizer()
     return make_windows(tokenizer.encode(world.text(), max_tokens=4000), WINDOW)

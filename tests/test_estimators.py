@@ -1,4 +1,4 @@
-"""The estimators of the LM staircase (ctxstair.lm.estimators, SPEC §6.4, §7): every measure of the
+"""The estimators of the LM staircase (ctxstair.measure.estimators, SPEC §6.4, §7): every measure of the
 schema written by exactly one of them, and the unembedding alignment R_cos(W_U, φ^pre) against a
 brute-force count and a closed form."""
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 from family_models import lm_train_model
 
-from ctxstair.lm import schema
-from ctxstair.lm.estimators import States, estimators
-from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
+from ctxstair.measure import schema
+from ctxstair.measure.estimators import States, estimators
+from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup
 from ctxstair.signatures import previous_token_signature
 
 V = 24

@@ -23,13 +23,13 @@ from safetensors.numpy import load_file
 
 from ctxstair import rundir
 from ctxstair.cli import main
-from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.measure.analyze_model import analyze_model
 from ctxstair.recipes import run_recipe
 from ctxstair.report.explorer import write_explorer
 from ctxstair.run import Run
 from ctxstair.sweep import run_sweep
+from ctxstair.text.synthetic import synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
 
 # Every page is built from a run made here, then driven in Chromium: ≈ 2 min on 2 cores.
 pytestmark = pytest.mark.extended

@@ -16,8 +16,6 @@ from ctxstair import rundir
 from ctxstair.alignment.pca import pca_paths
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm.corpus import SYNTHETIC_GROUPS
-from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.recipes import run_recipe
 from ctxstair.report.explorer import EXPLORER, write_explorer
 from ctxstair.report.explorer.lm_data import lm_payload
@@ -27,6 +25,8 @@ from ctxstair.report.explorer.sweep_data import sweep_payload
 from ctxstair.report.sweep_figures import phase_specs
 from ctxstair.run import Run
 from ctxstair.sweep import run_sweep
+from ctxstair.text.synthetic import SYNTHETIC_GROUPS
+from ctxstair.text.tokenizer import TextTokenizer
 
 
 def brute_cosines(rows) -> np.ndarray:

@@ -27,7 +27,7 @@ from ctxstair.alignment.probe import cosine_backward, row_cosines
 from ctxstair.analysis import analyse
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.errors import InputError
-from ctxstair.lm import analysis as lm_analysis
+from ctxstair.measure import primitives
 from ctxstair.models import CBOWEnsemble, MemberSpec
 from ctxstair.recipes import run_recipe
 from ctxstair.run import Run
@@ -89,8 +89,8 @@ def test_fast_prefix_probe_equals_the_reference_fit(rng):
     phi = rng.random((T, labels, C))
     W = np.stack([phi @ rng.normal(size=C) @ rng.normal(size=(labels, 5)) + s * rng.normal(size=(T, 5))
                   for s in range(3)])
-    train_idx, heldout_idx = lm_analysis.token_split(T, 0.25, 0)
-    for fn in (lm_analysis.prefix_probe, lm_analysis.shuffled_baseline):
+    train_idx, heldout_idx = primitives.token_split(T, 0.25, 0)
+    for fn in (primitives.prefix_probe, primitives.shuffled_baseline):
         fast = fn(phi, W, train_idx, heldout_idx)["heldout_mse"]
         reference = fn(phi, W, train_idx, heldout_idx, method="reference")["heldout_mse"]
         np.testing.assert_allclose(fast, reference, atol=TOLERANCE)

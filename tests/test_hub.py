@@ -1,4 +1,4 @@
-"""Tests for ctxstair.lm.checkpoints.hub and ``ctxstair analyze-model ORG/NAME --revisions`` (SPEC §7): released
+"""Tests for ctxstair.checkpoints.hub and ``ctxstair analyze-model ORG/NAME --revisions`` (SPEC §7): released
 checkpoint series read revision by revision through huggingface_hub. Nothing is downloaded: every
 test runs offline (HF_HUB_OFFLINE=1) on a Hub cache written here — ``models--org--name/refs/<revision>``
 holding a commit hash, the files in ``snapshots/<hash>/`` — with tiny random GPT-NeoX and Llama models."""
@@ -22,11 +22,8 @@ from huggingface_hub import constants
 from model_helpers import save_llama
 from safetensors.torch import load_file, save_file
 
-from ctxstair.cli import main
-from ctxstair.errors import InputError
-from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.checkpoints import hub
-from ctxstair.lm.checkpoints.hub import (
+from ctxstair.checkpoints import hub
+from ctxstair.checkpoints.hub import (
     PICKLE,
     SAFETENSORS,
     hub_id,
@@ -35,8 +32,11 @@ from ctxstair.lm.checkpoints.hub import (
     read_input_embedding,
     revision_files,
 )
-from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.cli import main
+from ctxstair.errors import InputError
+from ctxstair.measure.analyze_model import analyze_model
+from ctxstair.text.synthetic import synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 REVISIONS = ["step0", "step1", "step4", "step16"]
@@ -247,8 +247,8 @@ def test_reading_the_embedding_of_a_large_file_takes_little_memory(fake_hub, tok
 import json, re, sys
 from pathlib import Path
 from safetensors.torch import load_file
-from ctxstair.lm.checkpoints.base import embedding_parameter
-from ctxstair.lm.checkpoints.hub import read_input_embedding, revision_files
+from ctxstair.checkpoints.base import embedding_parameter
+from ctxstair.checkpoints.hub import read_input_embedding, revision_files
 
 def peak():
     return int(re.search(r"VmHWM:\\s*(\\d+) kB", Path("/proc/self/status").read_text()).group(1)) * 1024

@@ -1,4 +1,4 @@
-"""Tests for ctxstair.lm.analysis (SPEC §7): each one checks a fact that could be false."""
+"""Tests for ctxstair.measure.primitives (SPEC §7): each one checks a fact that could be false."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from ctxstair.alignment import compare, cosine_matrix
 from ctxstair.errors import InputError
-from ctxstair.lm.analysis import (
+from ctxstair.measure.primitives import (
     attention_path_correlation,
     attention_path_counts,
     attention_path_scores,
@@ -185,7 +185,7 @@ def test_attention_path_signature_matches_brute_force(rng):
 
 
 def test_attention_path_signature_ignores_future_keys_and_chunks_exactly(rng, monkeypatch):
-    import ctxstair.lm.analysis as analysis
+    import ctxstair.measure.primitives as analysis
 
     V, n, T = 5, 9, 4
     X = rng.integers(0, V, size=(n, T))
@@ -269,7 +269,7 @@ def test_attention_path_scores_equal_hugging_face_attention_and_brute_force_sums
 
 
 def test_attention_path_scores_are_the_same_in_chunks_of_windows(rng, monkeypatch):
-    import ctxstair.lm.analysis as analysis
+    import ctxstair.measure.primitives as analysis
 
     model = small_gpt_neox()
     X = rng.integers(0, 12, size=(7, 8))

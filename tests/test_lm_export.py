@@ -14,9 +14,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from ctxstair.analysis.lm_staircase import read_lm_analysis
 from ctxstair.cli import main
 from ctxstair.lm.export import FINAL, SNAPSHOTS, export_run
-from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.lm.train import train_lm
 from ctxstair.run import Run
+from ctxstair.text.tokenizer import TextTokenizer
 
 
 @pytest.fixture(scope="module")

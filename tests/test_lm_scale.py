@@ -15,10 +15,10 @@ from ctxstair import rundir
 from ctxstair.cli import main
 from ctxstair.config import apply_overrides
 from ctxstair.config.lm import LMConfig
-from ctxstair.lm.corpus import load_text
 from ctxstair.lm.train import train_lm
-from ctxstair.lm.windows import read_tokenizer
 from ctxstair.run import Run
+from ctxstair.text.corpora import load_text
+from ctxstair.text.windows import read_tokenizer
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"

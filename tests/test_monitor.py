@@ -21,12 +21,12 @@ from monitor_helpers import TINY_ARGS, example
 
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm import analysis
-from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.corpus import synthetic_corpus
+from ctxstair.measure import primitives
+from ctxstair.measure.analyze_model import analyze_model
 from ctxstair.models import next_token_loss
 from ctxstair.monitor import Cadence, StaircaseCallback, StaircaseMonitor, monitor_steps, monitor_tokens
 from ctxstair.signatures import next_token_signature
+from ctxstair.text.synthetic import synthetic_corpus
 from ctxstair.train.schedule import snapshot_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_rho_next_equals_an_independent_computation_for_every_kind_of_model(corp
     # Bitwise the number of lm.analysis.rho_next, which the LM runs and analyze-model report.
     phi = next_token_signature(windows, tokenizer.vocab_size, tokens=tokens)
     rows = W_E.detach().numpy()[tokens].astype(np.float64)
-    assert monitor.measure(llama)["rho_next"] == analysis.rho_next(rows, phi)["pearson"][0]
+    assert monitor.measure(llama)["rho_next"] == primitives.rho_next(rows, phi)["pearson"][0]
     for model in (llama, HookedLike(W_E.detach())):
         values = monitor.measure(model)
         assert values["rho_next"] == pytest.approx(expected[0], abs=1e-9), type(model).__name__
@@ -173,8 +173,8 @@ def test_numpy_runs_on_one_blas_thread_while_the_monitor_measures(corpus, monkey
         seen.append({info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"})
         return rho_next_against(*args, **kwargs)
 
-    rho_next_against = analysis.rho_next_against
-    monkeypatch.setattr(analysis, "rho_next_against", recording)
+    rho_next_against = primitives.rho_next_against
+    monkeypatch.setattr(primitives, "rho_next_against", recording)
     with threadpool_limits(limits=2, user_api="blas"):
         monitor.measure(lm_train_model(tokenizer.vocab_size))
         after = {info["filepath"]: info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"}

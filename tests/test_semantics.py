@@ -13,21 +13,13 @@ from scipy.stats import spearmanr
 
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm.corpus import SYNTHETIC_GROUPS, WordGroup, synthetic_corpus
-from ctxstair.lm.semantics import (
-    BlockBigramCounts,
-    cyclic_score,
-    embedding_structure,
-    group_structure,
-    ordered_score,
-    permutation_test,
-    report_markdown,
-    silhouette_samples,
-    summary_lines,
-)
-from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.report.semantics_figures import scores_figure, semantics_figure
+from ctxstair.semantics.scores import cyclic_score, ordered_score, permutation_test, silhouette_samples
+from ctxstair.semantics.structure import BlockBigramCounts, embedding_structure, group_structure
+from ctxstair.semantics.summary import report_markdown, summary_lines
 from ctxstair.signatures import next_token_signature
+from ctxstair.text.synthetic import SYNTHETIC_GROUPS, WordGroup, synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
 
 CATEGORIES = ["colours", "family", "countries", "languages"]
 

@@ -1,7 +1,7 @@
-"""Tests for the series checks of ``ctxstair analyze-model ORG/NAME --revisions`` (ctxstair.lm.analyze.series_checks,
-ctxstair.lm.checkpoints.hub): byte-identical embeddings flagged, a changed tokenizer refused, vocabulary padding
-recorded and harmless, the branch names of each released series read as steps (and tokens seen). Offline, on the
-fake Hub cache of tests/test_hub.py."""
+"""Tests for the series checks of ``ctxstair analyze-model ORG/NAME --revisions``
+(ctxstair.measure.analyze_model.series_checks, ctxstair.checkpoints.hub): byte-identical embeddings flagged, a
+changed tokenizer refused, vocabulary padding recorded and harmless, the branch names of each released series read as
+steps (and tokens seen). Offline, on the fake Hub cache of tests/test_hub.py."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import torch
 import transformers
 from test_hub import REVISIONS, add_series, cli, run_series, save_neox
 
+from ctxstair.checkpoints.base import embedding_sha256
+from ctxstair.checkpoints.hub import in_step_order, parse_revisions, revision_position, revision_step
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import embedding_sha256
-from ctxstair.lm.checkpoints.hub import in_step_order, parse_revisions, revision_position, revision_step
-from ctxstair.lm.schema import PROBE, RHO_NEXT
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.measure.schema import PROBE, RHO_NEXT
 from ctxstair.report.lm_figures import analysis_figure
 from ctxstair.report.lm_series import analysis_series
+from ctxstair.text.tokenizer import TextTokenizer
 
 # The fixtures of tests/test_hub.py: its fake Hub cache, its corpus and the tokenizer of its models.
 fake_hub, text, tokenizer = test_hub.fake_hub, test_hub.text, test_hub.tokenizer
@@ -218,8 +218,8 @@ def test_padded_embedding_rows_are_recorded_and_change_no_measure(fake_hub, toke
 def test_a_folder_of_checkpoints_checks_every_tokenizer_against_the_first(tokenizer, text, tmp_path):
     from model_helpers import save_model
 
-    from ctxstair.lm.analyze import analyze_model
-    from ctxstair.lm.checkpoints.hf_folder import HFFolderSource
+    from ctxstair.checkpoints.hf_folder import HFFolderSource
+    from ctxstair.measure.analyze_model import analyze_model
 
     for step in (1, 2, 3):
         save_model(tmp_path / "run" / f"checkpoint-{step}", tokenizer, seed=step)

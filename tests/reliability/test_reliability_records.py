@@ -13,7 +13,7 @@ from test_reliability_damaged_files import SHORT_LM, SHORT_RUN
 
 from ctxstair.cli import main
 from ctxstair.io import RECORD, read_record, recorded_files
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.text.tokenizer import TextTokenizer
 
 SWEEP = ["sweep", "staircase-add", "--grid", "model.init.gamma=0.5,1.5", "--set", "task.N=6", "--set", "model.d=8",
          "--set", "train.epochs=40", "--set", "snapshots.every=20"]

@@ -22,8 +22,8 @@ import transformers
 
 from ctxstair.cli import main
 from ctxstair.errors import InputError
-from ctxstair.lm.corpus import synthetic_corpus
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.text.synthetic import synthetic_corpus
+from ctxstair.text.tokenizer import TextTokenizer
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "ctxstair"
 
@@ -259,13 +259,13 @@ def test_a_trainer_checkpoint_with_safetensors_loads_and_its_pickles_stay_unread
 
 def test_a_sharded_safetensors_model_still_loads(tmp_path, corpus):
     """The index check lets safetensors shards through (``save_pretrained`` shards a large model)."""
-    from ctxstair.lm.checkpoints import open_source
+    from ctxstair.checkpoints import open_checkpoints
 
     _, tokenizer = corpus
     folder = hf_folder(tmp_path / "model", tokenizer)
     model = save_weights(folder, max_shard_size="20KB")
     assert (folder / "model.safetensors.index.json").is_file()
-    (entry,) = open_source(folder).entries()
+    (entry,) = open_checkpoints(folder).entries()
     checkpoint = entry.load(False)
     np.testing.assert_array_equal(checkpoint.W_E, model.get_input_embeddings().weight.detach().numpy())
 

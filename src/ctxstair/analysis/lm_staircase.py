@@ -1,11 +1,11 @@
 """The staircase in a real language model (SPEC §7, §8 F7): the LM staircase measurement
-(:mod:`ctxstair.lm.staircase`) at every snapshot of an LM run (:mod:`ctxstair.lm.train`), written to
+(:mod:`ctxstair.measure.staircase`) at every snapshot of an LM run (:mod:`ctxstair.lm.train`), written to
 ``lm_analysis.csv`` and ``lm_tokens.json``.
 
 The setup is the run's own corpus: its training windows (the held-out windows of the validation
 loss are left out), its tokenizer, V = the tokenizer's vocabulary, and the settings of the config's
-``analysis`` section (:func:`ctxstair.lm.staircase.run_setup`). Per snapshot step, ``lm_analysis.csv``
-(``step, measure, part, value``) holds the rows of the one schema (:mod:`ctxstair.lm.schema`):
+``analysis`` section (:func:`ctxstair.measure.staircase.run_setup`). Per snapshot step, ``lm_analysis.csv``
+(``step, measure, part, value``) holds the rows of the one schema (:mod:`ctxstair.measure.schema`):
 ``rho_next`` and ``rho_next_spearman``; ``probe_heldout_mse`` and ``probe_shuffled_mse``;
 ``attention_path_corr`` and ``attention_path_null`` with the layer as part; ``path_share`` with
 the path (``embed``, ``attn.ℓ``, ``mlp.ℓ``) as part; ``unembedding_alignment``. With
@@ -23,13 +23,13 @@ import numpy as np
 import torch
 
 from ctxstair import numerics, rundir
-from ctxstair.lm.estimators import States
-from ctxstair.lm.schema import TABLE_COLUMNS, table_rows
-from ctxstair.lm.staircase import run_setup
+from ctxstair.measure.estimators import States
+from ctxstair.measure.schema import TABLE_COLUMNS, table_rows
+from ctxstair.measure.staircase import run_setup
 from ctxstair.run import Run
 
 OUTPUT = "lm_analysis.csv"
-#: The record of the run's setup (:meth:`ctxstair.lm.staircase.StaircaseSetup.record`).
+#: The record of the run's setup (:meth:`ctxstair.measure.staircase.StaircaseSetup.record`).
 TOKENS_FILE = "lm_tokens.json"
 
 

@@ -1,7 +1,7 @@
 """``ctxstair analyze-model``: the LM staircase measurement (SPEC §6.4, §7) of a trained model's
 checkpoints — a Hugging Face directory, a folder of its checkpoints, a GGUF file, ``smollm2``, an LM
 run directory of this project, or revisions of a model on the Hugging Face Hub
-(:mod:`ctxstair.lm.checkpoints`) — measured one checkpoint at a time by :mod:`ctxstair.lm.analyze`:
+(:mod:`ctxstair.checkpoints`) — measured one checkpoint at a time by :mod:`ctxstair.measure.analyze_model`:
 ρ_next, the prefix probe and, for models of a family with a view, the attention-path correlation per layer with
 its permutation null and the path shares of the embedding update, as ``ctxstair lm train`` and the
 monitor compute them.
@@ -21,9 +21,9 @@ from ctxstair import numerics
 from ctxstair.cli.options import add_figure_format_option, add_quiet_option
 
 #: The defaults of the measurement, repeated here for the help so that ``ctxstair --help`` loads no
-#: torch; a test checks they are :class:`ctxstair.lm.staircase.StaircaseSettings`'s.
+#: torch; a test checks they are :class:`ctxstair.measure.staircase.StaircaseSettings`'s.
 DEFAULT_K, DEFAULT_PREFIX_LABELS, DEFAULT_WINDOWS, DEFAULT_PATH_WINDOWS = 200, 1000, 128, 4
-#: ``analyze-model``'s corpus windows (:data:`ctxstair.lm.analyze.WINDOW`, ``MAX_TOKENS``).
+#: ``analyze-model``'s corpus windows (:data:`ctxstair.measure.analyze_model.WINDOW`, ``MAX_TOKENS``).
 DEFAULT_WINDOW, DEFAULT_MAX_TOKENS = 128, 2_000_000
 #: For an LM run of ours analysed on its own windows the measurement's settings are the run's
 #: (its config's analysis section), so every measurement option is None unless given.
@@ -102,13 +102,13 @@ def register(commands) -> None:
 
 
 def analyze_model_command(args: argparse.Namespace) -> None:
-    """Analyse every checkpoint (:func:`ctxstair.lm.analyze.analyze_model`), print one line each; with
+    """Analyse every checkpoint (:func:`ctxstair.measure.analyze_model.analyze_model`), print one line each; with
     ``--out`` write each checkpoint as it finishes, then the result and its figure."""
     from functools import partial
 
+    from ctxstair.checkpoints.hub import hub_id
     from ctxstair.errors import InputError
-    from ctxstair.lm.analyze import RESULT_FILE, analyze_model
-    from ctxstair.lm.checkpoints.hub import hub_id
+    from ctxstair.measure.analyze_model import RESULT_FILE, analyze_model
     from ctxstair.report.lm_figures import write_analysis_figure
 
     if args.resume and args.force:
@@ -171,7 +171,7 @@ def _print_header(args: argparse.Namespace, setup, source) -> None:
 
 
 def _check_lines(checks: dict) -> list[str]:
-    """What the series checks found (:func:`ctxstair.lm.analyze.series_checks`): the flagged checkpoints
+    """What the series checks found (:func:`ctxstair.measure.analyze_model.series_checks`): the flagged checkpoints
     and why, whether the check against ``main`` was made, and the vocabulary padding."""
     where = "kept in the curves (--keep-flagged)" if checks["keep_flagged"] else "left out of the curves"
     lines = [f"flagged {name}, {where}: {'; '.join(why)}" for name, why in checks["flagged"].items()]
@@ -203,7 +203,7 @@ def _path_lines(row: dict) -> list[str]:
     checkpoint; [] when they were not measured."""
     import numpy as np
 
-    from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, parts
+    from ctxstair.measure.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, parts
 
     layers = parts(row, ATTENTION_CORR)
     if not layers:

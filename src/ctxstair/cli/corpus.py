@@ -89,7 +89,7 @@ def register(commands) -> None:
 def cmd_count(args: argparse.Namespace) -> None:
     """Count, then print the one-line summary."""
     from ctxstair.corpus import count_corpus
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
     started = time.monotonic()
     tokenizer = TextTokenizer.named(args.tokenizer) if args.tokenizer else None
@@ -110,7 +110,7 @@ def cmd_count(args: argparse.Namespace) -> None:
 def cmd_tokenize(args: argparse.Namespace) -> None:
     """Tokenize, then print what was written."""
     from ctxstair.corpus import open_source, tokenize_files
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
     started = time.monotonic()
     index = tokenize_files(args.files, TextTokenizer.named(args.tokenizer), args.out, field=args.field,
@@ -150,8 +150,8 @@ def cmd_info(args: argparse.Namespace) -> None:
 
 def _group_words(tokenizer) -> dict[str, list[int]]:
     """The words of ``ctxstair semantics``' groups with the tokens that spell them."""
-    from ctxstair.lm.corpus import SYNTHETIC_GROUPS
-    from ctxstair.lm.semantics import word_tokens
+    from ctxstair.semantics.structure import word_tokens
+    from ctxstair.text.synthetic import SYNTHETIC_GROUPS
 
     if tokenizer is None:
         raise InputError("the word groups are found with the tokenizer: give --tokenizer")

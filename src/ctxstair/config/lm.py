@@ -22,7 +22,7 @@ SHARDINGS = ("ddp", "fsdp2")
 
 @dataclass
 class CorpusConfig:
-    """Text and tokens (SPEC §7, §10): ``source`` as :func:`ctxstair.lm.corpus.load_text`
+    """Text and tokens (SPEC §7, §10): ``source`` as :func:`ctxstair.text.corpora.load_text`
     (``synthetic``, a fetched corpus name, a path, or several joined by ``+``); ``tokenizer``: a
     byte-level BPE of ``vocab_size`` trained on it (``bpe``), its ``vocab_size`` most frequent
     lower-cased words (``word``), GPT-2's vocabulary (``gpt2``) or a saved ``tokenizer.json`` (a
@@ -32,7 +32,7 @@ class CorpusConfig:
     shards, or several joined by ``+``; the formats of :func:`ctxstair.corpus.open_source`, a flat
     ``.bin`` read as ``dtype``, uint16 when empty), windowed by the rule of :mod:`ctxstair.corpus.sources` with
     ``documents`` (``joined`` or ``separate``) and read window by window while training
-    (:mod:`ctxstair.lm.shards`); the tokenizer must then be ``gpt2`` or a ``tokenizer.json``."""
+    (:mod:`ctxstair.text.shard_windows`); the tokenizer must then be ``gpt2`` or a ``tokenizer.json``."""
 
     source: str = "synthetic"
     tokenizer: str = "bpe"
@@ -123,11 +123,11 @@ class LMSnapshotConfig:
 @dataclass
 class LMAnalysisConfig:
     """F7 measurements (SPEC §7) after training, the settings of
-    :class:`ctxstair.lm.staircase.StaircaseSettings` with its defaults (the reasons are there): ``k``
+    :class:`ctxstair.measure.staircase.StaircaseSettings` with its defaults (the reasons are there): ``k``
     eligible tokens, ``prefix_labels`` labels of the prefix signature, the probe's held-out token
     fraction and steps, ``windows`` sampled for the attention paths and the first ``path_windows``
     of them for the path shares. ``probe``: ``fast`` or ``reference``, how the probe's Adam steps
-    are computed (:func:`ctxstair.lm.analysis.prefix_probe`). ``measures``: ``all``, or
+    are computed (:func:`ctxstair.measure.primitives.prefix_probe`). ``measures``: ``all``, or
     ``rho_next`` for ρ_next alone (about a second per run: what a sweep searching for the staircase
     needs; the probe, attention-path and path-share analyses cost seconds per snapshot). ``stats``:
     a statistics directory (``ctxstair corpus count``, counted with the run's tokenizer for these
@@ -136,7 +136,7 @@ class LMAnalysisConfig:
     the corpus has more (a corpus of shards can be far larger than memory; 0: every window)."""
 
     #: Values of ``measures``.
-    MEASURES: ClassVar[tuple[str, ...]] = ("all", "rho_next")
+    MEASURE_CHOICES: ClassVar[tuple[str, ...]] = ("all", "rho_next")
 
     enabled: bool = True
     measures: str = "all"
@@ -164,7 +164,7 @@ class LMConfig:
         **{f"model.gamma_{c}": f"model.init.{c}" for c in ("embedding", "unembedding", "qk", "ov", "mlp")}}
 
     #: Settings a resumed run may change: where and how it is spread over processes (a checkpoint is
-    #: the same whole-model file under one process, DDP and FSDP2, :mod:`ctxstair.lm.sharding`).
+    #: the same whole-model file under one process, DDP and FSDP2, :mod:`ctxstair.lm.fsdp`).
     RESUME_MAY_CHANGE: ClassVar[tuple[str, ...]] = ("train.device", "train.sharding")
 
     recipe: str = "lm-staircase"
@@ -209,7 +209,7 @@ class LMConfig:
                 raise InputError(f"{key} must be in [0, 1), got {value}")
         check_device_name("train.device", self.train.device)
         check_key_choice("analysis.probe", self.analysis.probe, PROBE_METHODS)
-        check_key_choice("analysis.measures", self.analysis.measures, LMAnalysisConfig.MEASURES)
+        check_key_choice("analysis.measures", self.analysis.measures, LMAnalysisConfig.MEASURE_CHOICES)
         check_minimum([(f"model.{name}", getattr(self.model, name), 1) for name in LMModelConfig.SIZES])
         self.model_config(vocab_size=257)  # the family's own checks (its name, head sizes)
         return self

@@ -3,7 +3,7 @@ place, count them once on many workers, keep the counts in a statistics director
 LM analysis reads.
 
     from ctxstair import corpus
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
     tok = TextTokenizer.named("gpt2")
     stats = corpus.count_corpus(["data/owt/train.bin"], "stats/owt", tokenizer=tok, window=1024, workers=8)
@@ -20,7 +20,7 @@ Modules: :mod:`~ctxstair.corpus.sources` (the readers: flat ``.bin``/``.npy``, M
 from ctxstair.corpus.count import COUNTABLE, DEFAULT_COUNT, count_corpus
 from ctxstair.corpus.sources import open_source, open_sources, windows
 from ctxstair.corpus.stats import CorpusStats, read_stats, tokenizer_identity
-from ctxstair.corpus.text import tokenize_files
+from ctxstair.corpus.tokenize import tokenize_files
 
 __all__ = ["COUNTABLE", "DEFAULT_COUNT", "CorpusStats", "count_corpus", "open_source", "open_sources", "read_stats",
            "tokenize_files", "tokenizer_identity", "windows"]

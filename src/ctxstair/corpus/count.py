@@ -58,7 +58,7 @@ DEFAULT_COUNT = ("unigram", "next", "prefix", "sample")
 WORK = ".units"
 #: Tokens per window by default: ``analyze-model``'s windows.
 WINDOW = 128
-#: The LM staircase measurement's defaults (:class:`ctxstair.lm.staircase.StaircaseSettings`, whose
+#: The LM staircase measurement's defaults (:class:`ctxstair.measure.staircase.StaircaseSettings`, whose
 #: reasons are there), repeated because the config that holds them imports torch, which counting
 #: never needs; a test checks they are equal.
 K, PREFIX_LABELS, SAMPLE_WINDOWS, SEED = 200, 1000, 128, 0
@@ -87,7 +87,7 @@ def workers_for(n_tokens: int, workers: int, count=DEFAULT_COUNT) -> int:
 
 def word_like_mask(tokenizer, counts: np.ndarray) -> np.ndarray:
     """bool (len(counts),): the ids that occur (``counts > 0``) and that ``tokenizer`` calls word-like
-    (:meth:`~ctxstair.lm.tokenizer.TextTokenizer.word_like`); only those are decoded, and ids past the
+    (:meth:`~ctxstair.text.tokenizer.TextTokenizer.word_like`); only those are decoded, and ids past the
     tokenizer's vocabulary (a padded embedding matrix) never are word-like."""
     mask = np.zeros(len(counts), dtype=bool)
     present = np.flatnonzero(np.asarray(counts)[: tokenizer.vocab_size] > 0)
@@ -117,7 +117,7 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
         count: which statistics (:data:`COUNTABLE`).
         tokens: the tracked tokens T given, instead of the ``k`` most frequent word-like ones.
         k: how many tracked tokens; prefix_labels, attention_windows, seed: with ``k``, the LM staircase
-            settings counted for (default: :class:`ctxstair.lm.staircase.StaircaseSettings`'s, which are
+            settings counted for (default: :class:`ctxstair.measure.staircase.StaircaseSettings`'s, which are
             the LM runs' :class:`~ctxstair.config.lm.LMAnalysisConfig`).
         groups: with ``groups`` counted, the words of ``ctxstair semantics`` (word -> its token ids)
             whose next-token pairs are counted per block of ``block_tokens`` positions.

@@ -13,7 +13,7 @@ reader from the file's name:
   (:mod:`ctxstair.corpus.parquet`).
 
 Windows (:func:`windows`), the documented rule: a window is a run of ``window`` consecutive tokens,
-and windows do not overlap, as in :func:`ctxstair.lm.windows.make_windows`.
+and windows do not overlap, as in :func:`ctxstair.text.windows.make_windows`.
 
 * ``documents="joined"`` (the default): each file is one stream, its documents concatenated in
   order, as nanoGPT's ``train.bin`` and Megatron's GPT dataset read them. Window ``i`` is tokens

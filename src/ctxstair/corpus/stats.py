@@ -38,7 +38,7 @@ The arrays of ``stats.safetensors`` (T tracked tokens, Y prefix labels, V the vo
 * ``prefix_labels`` (Y,), ``prefix_counts`` (T, Y, T): the first-order prefix counts of
   :func:`ctxstair.signatures.prefix_counts` with context T;
 * ``sample`` (n, window) and ``sample_indices`` (n,): windows for the attention paths, drawn by a
-  seeded permutation of all windows (:class:`ctxstair.lm.staircase.StaircaseSetup`'s rule);
+  seeded permutation of all windows (:class:`ctxstair.measure.staircase.StaircaseSetup`'s rule);
 * ``bigram.keys`` (K,) = ``first · V + next`` ascending and ``bigram.counts`` (K,): every pair of
   consecutive tokens of a window, when asked for;
 * ``groups.block``, ``groups.row``, ``groups.next``, ``groups.counts`` (K,) and ``has_next`` (V,): the
@@ -153,7 +153,7 @@ def expand(entry: dict, parts: dict[str | None, np.ndarray]) -> np.ndarray:
 
 
 def tokenizer_identity(tokenizer) -> dict | None:
-    """``{"vocab_size", "vocab_sha256"}`` of a tokenizer (a :class:`~ctxstair.lm.tokenizer.TextTokenizer`
+    """``{"vocab_size", "vocab_sha256"}`` of a tokenizer (a :class:`~ctxstair.text.tokenizer.TextTokenizer`
     or a ``tokenizers.Tokenizer``); None for None or an object without a vocabulary. Two tokenizers
     with the same map from token strings to ids give the same ids the same meaning, whatever else
     their files say."""

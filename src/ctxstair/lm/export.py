@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from ctxstair.io import fresh_output_dir
-from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
 from ctxstair.run import Run
+from ctxstair.text.tokenizer import TextTokenizer, quiet_transformers
 
 __all__ = ["FINAL", "SNAPSHOTS", "export_run", "export_snapshot"]
 

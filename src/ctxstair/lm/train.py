@@ -50,14 +50,14 @@ from ctxstair.config.lm import LMConfig, LMTrainConfig
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.io import atomic_write_text
-from ctxstair.lm import sharding
+from ctxstair.lm import fsdp
 from ctxstair.lm.export import export_run
-from ctxstair.lm.tokenizer import TextTokenizer
-from ctxstair.lm.windows import corpus_windows, sample_indices, split_indices
 from ctxstair.models import causal_lm
 from ctxstair.models.loss import next_token_loss
 from ctxstair.progress import Progress
 from ctxstair.run import Run
+from ctxstair.text.tokenizer import TextTokenizer
+from ctxstair.text.windows import corpus_windows, sample_indices, split_indices
 from ctxstair.train.engine import flush_denormals
 from ctxstair.train.schedule import snapshot_schedule
 
@@ -190,7 +190,7 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
     if resumed:
         if sharded:
             start, tensors = run.read_checkpoint()
-            sharding.restore(model, optimizer, batches, tensors)
+            fsdp.restore(model, optimizer, batches, tensors)
         else:
             start = run.load_checkpoint(model, optimizer, batches)
         # The checkpoint of step s is written before step s trains: keep rows of earlier steps and the
@@ -235,7 +235,7 @@ def _parallel(model: torch.nn.Module, cfg: LMTrainConfig, ranks: Ranks) -> torch
     if ranks.world == 1:
         return model
     if cfg.sharding == "fsdp2":
-        return sharding.shard(model, ranks.device)
+        return fsdp.shard(model, ranks.device)
     return torch.nn.parallel.DistributedDataParallel(model)
 
 
@@ -256,7 +256,7 @@ def _step(forward: Callable, net: torch.nn.Module, windows, ids: np.ndarray, opt
     total = None
     for i, part in enumerate(parts):
         batch = torch.from_numpy(windows[part]).to(device)
-        with sharding.gradient_sync(net, i == len(parts) - 1), _autocast(cfg, device):
+        with fsdp.gradient_sync(net, i == len(parts) - 1), _autocast(cfg, device):
             loss = next_token_loss(logits_of(forward, batch), batch)
         (loss / len(parts) if len(parts) > 1 else loss).backward()  # DDP averages the gradients over the ranks here
         total = loss.detach() if total is None else total + loss.detach()
@@ -270,8 +270,8 @@ def _save(run: Run, step: int, model: torch.nn.Module, optimizer: torch.optim.Op
     first gathered whole on every rank and every rank runs the val loss's forward passes."""
     if not (lead or sharded):
         return
-    state = sharding.full_state(model) if sharded else causal_lm.state_of(model)
-    tensors = sharding.checkpoint_tensors(model, optimizer, batches) if sharded else None
+    state = fsdp.full_state(model) if sharded else causal_lm.state_of(model)
+    tensors = fsdp.checkpoint_tensors(model, optimizer, batches) if sharded else None
     with _autocast(cfg, val_t.device):
         val_loss = _mean_loss(model, val_t)
     if lead:
@@ -289,7 +289,7 @@ def _divergence(run: Run, model: torch.nn.Module, step: int, rows: list[dict], l
     (:meth:`ctxstair.run.Run.diverged`): it names the step, the non-finite tensors and the likely
     cause."""
     lr = run.config.train.lr
-    weights = sharding.full_state(model) if sharded else dict(model.named_parameters())  # gathered on every rank
+    weights = fsdp.full_state(model) if sharded else dict(model.named_parameters())  # gathered on every rank
     tensors = [name for name, p in weights.items() if not bool(torch.isfinite(p).all())]
     losses = [r["loss"] for r in rows if "loss" in r]
     where = f"non-finite values in {', '.join(tensors)}" if tensors else "every parameter is still finite"
@@ -353,7 +353,7 @@ def _prepare(run: Run, resume: bool, force: bool) -> tuple[TextTokenizer, object
 def _check_analysable(cfg: LMConfig, tokenizer: TextTokenizer, windows) -> None:
     """Refuse before training a corpus whose training windows hold fewer than 4 word-like tokens:
     the analysis (:mod:`ctxstair.analysis.lm_staircase`) could not compare any geometry after the run."""
-    from ctxstair.lm.analysis import eligible_tokens
+    from ctxstair.measure.primitives import eligible_tokens
 
     train, _ = split_indices(len(windows), cfg.train.seed)
     train = windows[sample_indices(train, cfg.analysis.max_windows, cfg.analysis.seed)]

@@ -14,6 +14,9 @@
 * :class:`~ctxstair.monitor.staircase.Cadence` — when to measure what (ρ_next log-spaced, then
   regularly; the expensive parts sparser), shared by the callbacks and a plain loop
   (``monitor.log(writer, model, step, cadence)``).
+* :mod:`~ctxstair.monitor.live` — the weights of the model in memory, as a checkpoint the
+  measurement reads (under FSDP2, FSDP1 or ZeRO-3 gathered across ranks by
+  :mod:`~ctxstair.monitor.gather`).
 
 Names are imported on first use, so ``import ctxstair.monitor`` loads neither torch, transformers
 nor lightning. The guide is ``docs/monitor.md``.
@@ -27,10 +30,10 @@ from __future__ import annotations
 
 import importlib
 
-from ctxstair.lm.schema import LOG_PREFIX
+from ctxstair.measure.schema import LOG_PREFIX
 
 #: Prefix of every logged name: ``staircase/rho_next``, ``staircase/attention_path_corr/0``... (the
-#: names of :mod:`ctxstair.lm.schema`).
+#: names of :mod:`ctxstair.measure.schema`).
 KEY_PREFIX = LOG_PREFIX
 #: The file the Trainer callback writes into the Trainer's output directory (the monitor's settings,
 #: tokens and schedule), read by ``ctxstair report``.

@@ -22,8 +22,8 @@ import lightning.pytorch as pl
 import torch
 
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.live import every_rank
 from ctxstair.monitor import KEY_PREFIX
+from ctxstair.monitor.live import every_rank
 from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor, callback_schedule
 
 

@@ -1,11 +1,11 @@
 """The staircase measurements of SPEC §6.4 and §7 on a model in memory, for any training loop.
 
 :class:`StaircaseMonitor` holds the corpus side of the LM staircase measurement, a
-:class:`~ctxstair.lm.staircase.StaircaseSetup` built once from a corpus sample — token windows
+:class:`~ctxstair.measure.staircase.StaircaseSetup` built once from a corpus sample — token windows
 (n, T) and the tokens T to analyse (:func:`monitor_tokens`: the most frequent word-like ones) — or
 from counts made elsewhere (:meth:`StaircaseMonitor.from_setup`). ``measure(model)`` reads the
-model's weights (:func:`ctxstair.lm.checkpoints.live.live_weights`) and returns the setup's rows in
-the one schema of :mod:`ctxstair.lm.schema`, the numbers ``ctxstair analyze-model`` and the LM runs'
+model's weights (:func:`ctxstair.monitor.live.live_weights`) and returns the setup's rows in
+the one schema of :mod:`ctxstair.measure.schema`, the numbers ``ctxstair analyze-model`` and the LM runs'
 analysis compute, with the same code:
 
 * ``rho_next``, ``rho_next_spearman`` — over V = the model's number of embedding rows;
@@ -28,7 +28,7 @@ So a model on CUDA works, and the training run with a monitor computes the same 
 A model sharded across processes (FSDP2, FSDP1, DeepSpeed ZeRO-3) is gathered for the read by
 collectives that every rank must join: every rank calls ``measure``, rank 0 gets the numbers, and
 the path measures run on a float32 CPU copy built from the gathered state
-(:mod:`ctxstair.lm.checkpoints.live`).
+(:mod:`ctxstair.monitor.live`).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ from threadpoolctl import ThreadpoolController
 
 from ctxstair.checks import check_sequences, int_in_range
 from ctxstair.errors import InputError
-from ctxstair.lm import analysis
-from ctxstair.lm.checkpoints import sharded
-from ctxstair.lm.checkpoints.live import LiveWeights, evaluating, live_weights
-from ctxstair.lm.estimators import States
-from ctxstair.lm.schema import LOG_PREFIX
-from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup, staircase_tokens
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.measure import primitives
+from ctxstair.measure.estimators import States
+from ctxstair.measure.schema import LOG_PREFIX
+from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup, staircase_tokens
 from ctxstair.models.view import view_of
+from ctxstair.monitor import gather
+from ctxstair.monitor.live import LiveWeights, evaluating, live_weights
+from ctxstair.text.tokenizer import TextTokenizer
 from ctxstair.train.schedule import snapshot_schedule
 
 #: Default cadence of the callbacks (:func:`monitor_steps`): log-spaced steps up to ``EVERY``, then
@@ -63,11 +63,11 @@ PATHS_EVERY = 1000
 
 def monitor_tokens(tokenizer: object, windows: object, k: int = 200) -> np.ndarray:
     """The token set of SPEC §7: the ``k`` most frequent word-like tokens of ``windows``
-    (:func:`ctxstair.lm.staircase.staircase_tokens`, the tokens ``ctxstair analyze-model`` and the LM
+    (:func:`ctxstair.measure.staircase.staircase_tokens`, the tokens ``ctxstair analyze-model`` and the LM
     runs pick).
 
     Args:
-        tokenizer: a :class:`~ctxstair.lm.tokenizer.TextTokenizer` or a ``transformers`` fast
+        tokenizer: a :class:`~ctxstair.text.tokenizer.TextTokenizer` or a ``transformers`` fast
             tokenizer (read through :meth:`TextTokenizer.from_transformers`).
         windows: int (n, T) token ids (numpy or torch).
         k: how many tokens, >= 4.
@@ -75,7 +75,7 @@ def monitor_tokens(tokenizer: object, windows: object, k: int = 200) -> np.ndarr
     Returns:
         int64 (k',) token ids, most frequent first; ``k' <= k``. InputError if fewer than 4 occur.
     """
-    from ctxstair.lm.staircase import _windows_array
+    from ctxstair.measure.staircase import _windows_array
 
     text_tokenizer = tokenizer if isinstance(tokenizer, TextTokenizer) else TextTokenizer.from_transformers(tokenizer)
     return staircase_tokens(_windows_array(windows), text_tokenizer, k)
@@ -159,7 +159,7 @@ class StaircaseMonitor:
             the first probe measurement, so a monitor whose cadence never asks for the probe never
             builds them.
         paths: measure the attention paths and path shares (models with a view only).
-        **settings: the :class:`~ctxstair.lm.staircase.StaircaseSettings` of the measurement, with
+        **settings: the :class:`~ctxstair.measure.staircase.StaircaseSettings` of the measurement, with
             its defaults (the same as ``analyze-model`` and the LM runs): ``attention_windows`` (the first
             windows of a permutation of all windows seeded with ``seed``, each cut to the model's
             ``max_seq_len``), ``path_windows`` (the first of them, for the path shares, which cost
@@ -167,7 +167,7 @@ class StaircaseMonitor:
             ``heldout_fraction``, ``seed``.
 
     Attributes:
-        setup: the :class:`~ctxstair.lm.staircase.StaircaseSetup`.
+        setup: the :class:`~ctxstair.measure.staircase.StaircaseSetup`.
         skipped: why the path measures were not taken at the last :meth:`measure` (None when they
             were, or were switched off).
         seconds: wall time of each part of the last :meth:`measure` (``embeddings``, ``probe``,
@@ -183,7 +183,7 @@ class StaircaseMonitor:
     @classmethod
     def from_setup(cls, setup: StaircaseSetup) -> StaircaseMonitor:
         """A monitor on a setup already built (e.g. from counts made elsewhere,
-        :meth:`~ctxstair.lm.staircase.StaircaseSetup.from_counts`)."""
+        :meth:`~ctxstair.measure.staircase.StaircaseSetup.from_counts`)."""
         monitor = cls.__new__(cls)
         monitor._attach(setup)
         return monitor
@@ -195,7 +195,7 @@ class StaircaseMonitor:
         :class:`~ctxstair.corpus.CorpusStats` or its path) instead of windows in memory: the same
         numbers as a monitor on those windows. ``tokenizer`` names the tokens and must be the one
         the statistics were counted with; ``vocab_size``: the model's embedding rows (default the
-        statistics'); ``settings``: fields of :class:`~ctxstair.lm.staircase.StaircaseSettings`."""
+        statistics'); ``settings``: fields of :class:`~ctxstair.measure.staircase.StaircaseSettings`."""
         chosen = StaircaseSettings(probe=probe, paths=paths, **settings)
         return cls.from_setup(StaircaseSetup.from_stats(stats, chosen, tokenizer=tokenizer, vocab_size=vocab_size))
 
@@ -207,7 +207,7 @@ class StaircaseMonitor:
         self.seconds: dict[str, float] = {}
 
     def settings(self) -> dict:
-        """The monitor's setup (:meth:`~ctxstair.lm.staircase.StaircaseSetup.record`), JSON-ready (what the
+        """The monitor's setup (:meth:`~ctxstair.measure.staircase.StaircaseSetup.record`), JSON-ready (what the
         Trainer callback records)."""
         return self.setup.record()
 
@@ -231,7 +231,7 @@ class StaircaseMonitor:
                 pass the training's wrapper); anything else given here is ignored.
 
         Returns:
-            name -> float (the schema of :mod:`ctxstair.lm.schema`): ``rho_next``,
+            name -> float (the schema of :mod:`ctxstair.measure.schema`): ``rho_next``,
             ``rho_next_spearman`` (NaN when a cosine triangle is constant); with the probe:
             ``probe_heldout_mse``, ``probe_shuffled_mse``; with the paths and a model with a view:
             ``attention_path_corr/<ℓ>``, ``attention_path_null/<ℓ>`` per layer and ``path_share/<path>``
@@ -251,7 +251,7 @@ class StaircaseMonitor:
             if read is not None and read.shared:
                 counts = self._shared_path_counts(read)
                 seconds["paths"] = time.perf_counter() - start
-            measures = sharded.measuring()
+            measures = gather.measuring()
             self.skipped, self.seconds = (read.why if paths else None) if measures and read else None, seconds
             if read is None or read.rows is None:  # a rank other than 0: it took part in any gather and
                 return {}                          # counted its share of the paths; rank 0 measures
@@ -268,15 +268,15 @@ class StaircaseMonitor:
         network, V = read.decoder, read.V
         view = view_of(network)
         sample = self.setup.path_sample(view.positions)
-        sharded.same_on_every_rank(sample, "attention-path windows")
+        gather.same_on_every_rank(sample, "attention-path windows")
         check_sequences(sample, V, "the window sample")
-        parts = path_parts(sample, analysis.pattern_windows(view, sample.shape[1]),
+        parts = path_parts(sample, primitives.pattern_windows(view, sample.shape[1]),
                            torch.distributed.get_world_size())
 
         def join() -> None:  # the forward pass of a model sharded by FSDP2 is a collective
             view.attention_pattern(torch.from_numpy(parts[0]).to(view.embedding.device), average_heads=True)
 
-        return sharded.summed_over_ranks(lambda part: analysis.attention_path_counts(network, part, self.tokens, V),
+        return gather.summed_over_ranks(lambda part: primitives.attention_path_counts(network, part, self.tokens, V),
                                         parts, (view.n_layers, self.tokens.size, V + 1),
                                         idle=join if read.collective else None)
 

@@ -41,8 +41,8 @@ from transformers import TrainerCallback
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
-from ctxstair.lm.checkpoints.live import every_rank
 from ctxstair.monitor import KEY_PREFIX, SETTINGS_FILE
+from ctxstair.monitor.live import every_rank
 from ctxstair.monitor.staircase import EVERY, LOG_POINTS, PATHS_EVERY, Cadence, StaircaseMonitor, callback_schedule
 
 
@@ -149,7 +149,7 @@ def attach(trainer, monitor: StaircaseMonitor, **cadence) -> StaircaseCallback:
 
 def _token_strings(processing_class, tokens) -> list[str] | None:
     """The decoded strings of ``tokens`` from the Trainer's tokenizer, when it is a fast tokenizer."""
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
     try:
         tokenizer = TextTokenizer.from_transformers(processing_class)

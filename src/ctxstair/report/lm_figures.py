@@ -30,7 +30,15 @@ from matplotlib.ticker import MaxNLocator
 
 from ctxstair import rundir
 from ctxstair.alignment.similarity import upper_triangle
-from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, RHO_NEXT_SPEARMAN, SHUFFLED
+from ctxstair.measure.schema import (
+    ATTENTION_CORR,
+    ATTENTION_NULL,
+    PATH_SHARE,
+    PROBE,
+    RHO_NEXT,
+    RHO_NEXT_SPEARMAN,
+    SHUFFLED,
+)
 from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, house_style, save_figure
 from ctxstair.report.lm_series import ANALYSIS_FILE, StaircaseSeries, read_series, run_losses
 from ctxstair.report.run_figures import PALETTE

@@ -1,6 +1,6 @@
 """The LM staircase numbers of any output, read into one form for the figures and reports (SPEC §6.4, §7).
 
-Three outputs hold the same measures under the same names (:mod:`ctxstair.lm.schema`):
+Three outputs hold the same measures under the same names (:mod:`ctxstair.measure.schema`):
 
 * an LM run directory (``lm_analysis.csv``, and the losses of ``metrics.jsonl``): :func:`run_series`;
 * an ``analyze-model`` folder (``analysis.json``): :func:`analysis_series`;
@@ -24,7 +24,7 @@ from ctxstair import rundir
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.analysis.lm_staircase import read_lm_analysis
 from ctxstair.errors import InputError
-from ctxstair.lm.schema import ATTENTION_CORR, LOG_PREFIX, PATH_SHARE, RHO_NEXT, key, parts
+from ctxstair.measure.schema import ATTENTION_CORR, LOG_PREFIX, PATH_SHARE, RHO_NEXT, key, parts
 
 #: The file of an analyze-model folder that holds its rows.
 ANALYSIS_FILE = "analysis.json"
@@ -40,7 +40,7 @@ class StaircaseSeries:
         source: what was measured (a run directory, a model, a Trainer output), for titles.
         names: the model states' names (``step 50``, a checkpoint folder, a Hub revision).
         steps: (S,) their training steps, None when some state has none (a single model, ``main``).
-        values: measure name (:mod:`ctxstair.lm.schema`) -> (S,) float, NaN where not measured.
+        values: measure name (:mod:`ctxstair.measure.schema`) -> (S,) float, NaN where not measured.
         loss: (steps, values) of the training loss, when the output logged it.
         val_loss: (steps, values) of the held-out loss, when the output has it.
         seconds: (S,) the wall time of each live measurement (the monitor's), or None.

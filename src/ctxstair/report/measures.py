@@ -26,7 +26,7 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.analysis.lm_staircase import measure_series, read_lm_analysis
-from ctxstair.lm.schema import RHO_NEXT
+from ctxstair.measure.schema import RHO_NEXT
 
 
 def metric_series(run_dir: Path, member: int, column: str) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Pictures of word-group structure (SPEC §7, "Corpus semantics"; :mod:`ctxstair.lm.semantics`):
+"""Pictures of word-group structure (SPEC §7, "Corpus semantics"; :mod:`ctxstair.semantics.structure`):
 PCA panels of the groups' vectors (next-token signatures or a model's input embeddings) and a
 chart of every group's score against chance with its 95 % interval, signatures and embeddings side
 by side."""
@@ -10,14 +10,15 @@ import math
 import numpy as np
 
 from ctxstair.errors import InputError
-from ctxstair.lm.semantics import MEASURES, format_score
 from ctxstair.report.figures import house_style, plt  # sets the non-interactive backend
+from ctxstair.semantics.scores import GROUP_MEASURES
+from ctxstair.semantics.summary import format_score
 
 
 @house_style
 def semantics_figure(result: dict, title: str):
-    """PCA pictures of :func:`~ctxstair.lm.semantics.group_structure`'s (or
-    :func:`~ctxstair.lm.semantics.embedding_structure`'s) result: one panel per ordered / cyclic
+    """PCA pictures of :func:`~ctxstair.semantics.structure.group_structure`'s (or
+    :func:`~ctxstair.semantics.structure.embedding_structure`'s) result: one panel per ordered / cyclic
     group with its words joined in listed order (closed for cycles), and one with all category
     words coloured by category; axes give the explained variance, titles the score, its chance
     level and interval. Returns a matplotlib Figure."""
@@ -95,8 +96,9 @@ def scores_figure(result: dict, title: str, embeddings: dict | None = None):
                 chance_label = None
         ax.plot([], [], color=colour, lw=2, alpha=0.6, label=f"{source}: {interval}")
     ax.set_yticks(range(len(names)))
-    ax.set_yticklabels([f"{name}\n{MEASURES['category'] if name == 'categories' else result['groups'][name]['measure']}"
-                        for name in names])
+    measures = [GROUP_MEASURES["category"] if name == "categories" else result["groups"][name]["measure"]
+                for name in names]
+    ax.set_yticklabels([f"{name}\n{measure}" for name, measure in zip(names, measures)])
     ax.invert_yaxis()
     ax.axvline(0, color="0.8", lw=0.8, zorder=0)
     ax.set_xlabel("score (the group's measure; 1 = structure recovered)")

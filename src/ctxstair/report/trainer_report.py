@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, SHUFFLED
+from ctxstair.measure.schema import ATTENTION_CORR, ATTENTION_NULL, PATH_SHARE, PROBE, RHO_NEXT, SHUFFLED
 from ctxstair.monitor import SETTINGS_FILE
 from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, save_figure
 from ctxstair.report.html import write_report

@@ -39,8 +39,7 @@ from ctxstair.alignment.similarity import stacked_cosines
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.analysis.lm_staircase import TOKENS_FILE
 from ctxstair.errors import InputError
-from ctxstair.lm.corpus import SYNTHETIC_GROUPS
-from ctxstair.lm.schema import (
+from ctxstair.measure.schema import (
     ATTENTION_CORR,
     ATTENTION_NULL,
     PATH_SHARE,
@@ -50,12 +49,13 @@ from ctxstair.lm.schema import (
     SHUFFLED,
     UNEMBEDDING_ALIGNMENT,
 )
-from ctxstair.lm.semantics import word_tokens
-from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.report.explorer.run_data import MAX_LOSS_POINTS, report_link, rounded, series
 from ctxstair.report.lm_series import StaircaseSeries, read_series, run_losses
 from ctxstair.report.typeset import typeset
 from ctxstair.run import Run
+from ctxstair.semantics.structure import word_tokens
+from ctxstair.text.synthetic import SYNTHETIC_GROUPS
+from ctxstair.text.tokenizer import TextTokenizer
 
 #: Fewer group words than this and the most frequent eligible tokens are shown instead.
 MIN_WORDS = 4
@@ -212,7 +212,7 @@ def _count(number: float) -> str:
 
 def _trainer_parts(directory: Path) -> tuple:
     """A Trainer output measured by the monitor: its measured steps and its checkpoints are the states."""
-    from ctxstair.lm.checkpoints.hf_folder import HFFolderSource, checkpoint_folders
+    from ctxstair.checkpoints.hf_folder import HFFolderSource, checkpoint_folders
 
     staircase = read_series(directory)
     saved = checkpoint_folders(directory)

@@ -1,10 +1,10 @@
-"""``ctxstair analyze-model``: the LM staircase measurement (:mod:`ctxstair.lm.staircase`, SPEC §6.4, §7)
-of every checkpoint of a source (:mod:`ctxstair.lm.checkpoints`: a Hugging Face folder, a folder of
+"""``ctxstair analyze-model``: the LM staircase measurement (:mod:`ctxstair.measure.staircase`, SPEC §6.4, §7)
+of every checkpoint of a source (:mod:`ctxstair.checkpoints`: a Hugging Face folder, a folder of
 its checkpoints, a GGUF file, an LM run of ours, revisions of a Hub model), one checkpoint at a time.
 
 The corpus side is built once (:func:`text_setup`: a text tokenised with the source's tokenizer, cut
 into non-overlapping windows; or, for our own LM runs, the run's training windows,
-:func:`ctxstair.lm.staircase.run_setup`). Each checkpoint is then read, measured whole — ρ_next and
+:func:`ctxstair.measure.staircase.run_setup`). Each checkpoint is then read, measured whole — ρ_next and
 the probe on its embedding rows, the attention paths and path shares on its network when its family
 has a view (:mod:`ctxstair.models.view`) — and let go, so a long series never sits in memory. Each
 checkpoint's probe is fitted on
@@ -15,11 +15,11 @@ With an output folder (``--out``) each checkpoint's row is written atomically as
 ``series.json``, the settings); a resumed analysis reads the finished checkpoints back instead of
 measuring them again, and refuses a folder made with other settings. At the end
 :func:`write_result` adds ``analysis.json`` (every row, in the one schema of
-:mod:`ctxstair.lm.schema`) and ``similarity.npz`` (``S^next`` and the last checkpoint's ``S^emb``), which
+:mod:`ctxstair.measure.schema`) and ``similarity.npz`` (``S^next`` and the last checkpoint's ``S^emb``), which
 the report draws (:func:`ctxstair.report.lm_figures.analysis_figure`).
 
 A series must not plot one model state as another: :func:`series_checks` hashes every checkpoint's
-embedding (SHA-256 of the matrix alone, :func:`ctxstair.lm.checkpoints.base.embedding_sha256`),
+embedding (SHA-256 of the matrix alone, :func:`ctxstair.checkpoints.base.embedding_sha256`),
 flags a checkpoint whose embedding equals an earlier one's (a duplicate of it) or, for a Hub
 model, ``main``'s (other than the repository's last step, which is ``main`` by right), and records
 the hashes, the flags, the tokenizer comparison and the vocabulary padding in ``series.json`` and
@@ -41,15 +41,15 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment.similarity import stacked_cosines
+from ctxstair.checkpoints import NO_VIEW, Source
+from ctxstair.checkpoints.base import embedding_sha256, read_json_file
 from ctxstair.checks import int_in_range
 from ctxstair.corpus import count as corpus_count
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_save_npz, atomic_write_text
-from ctxstair.lm.checkpoints import NO_VIEW, Source
-from ctxstair.lm.checkpoints.base import embedding_sha256, read_json_file
-from ctxstair.lm.estimators import States
-from ctxstair.lm.schema import MEASURES, split_key
-from ctxstair.lm.staircase import StaircaseSettings, StaircaseSetup
+from ctxstair.measure.estimators import States
+from ctxstair.measure.schema import MEASURES, split_key
+from ctxstair.measure.staircase import StaircaseSettings, StaircaseSetup
 from ctxstair.progress import Progress
 
 #: The settings file of an analysis folder; a resumed analysis must match it.
@@ -66,7 +66,7 @@ def text_setup(source: Source, text: str, settings: StaircaseSettings, window: i
     ``max_tokens`` tokens and into non-overlapping windows of ``window`` tokens (the tail dropped).
     InputError if the corpus uses an id the embedding matrix has no row for, or has fewer than 4
     word-like tokens."""
-    from ctxstair.lm.windows import make_windows
+    from ctxstair.text.windows import make_windows
 
     window = int_in_range(window, "window", 2)
     max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
@@ -82,7 +82,7 @@ def text_setup(source: Source, text: str, settings: StaircaseSettings, window: i
 
 def series_settings(identity: dict, corpus: dict, settings: StaircaseSettings) -> dict:
     """What ``series.json`` holds and a resumed analysis must match: the source
-    (:func:`ctxstair.lm.checkpoints.source_identity`),
+    (:func:`ctxstair.checkpoints.source_identity`),
     the corpus (its name and the SHA-256 of its text, window and token limit, or the run's own
     windows) and the measurement settings."""
     return json.loads(json.dumps({**identity, "corpus": corpus, "settings": settings.to_dict()}))
@@ -125,7 +125,7 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
     """Measure every checkpoint of ``source`` against ``setup`` (module docstring).
 
     Args:
-        source: the checkpoints (:func:`ctxstair.lm.checkpoints.open_source`).
+        source: the checkpoints (:func:`ctxstair.checkpoints.open_checkpoints`).
         setup: the corpus side; its ``vocab_size`` must be the source's embedding rows.
         folder: an output folder already claimed (``series.json`` in it): each checkpoint's row is
             written there as it finishes, and rows finished before are read back. None: nothing is
@@ -141,7 +141,7 @@ def analyze(source: Source, setup: StaircaseSetup, folder: Path | None = None,
         window of the path sample: the corpus's window, or the model's positions when fewer; None
         without the paths); ``paths_skipped`` (why the attention-path and path-share measures are
         missing, None when they are not); ``checkpoints``:
-        one row per checkpoint, ``name`` and ``step`` with the measures of :mod:`ctxstair.lm.schema`
+        one row per checkpoint, ``name`` and ``step`` with the measures of :mod:`ctxstair.measure.schema`
         (and where a Hub revision's weights came from); ``similarity`` (not JSON): ``next`` (T, T)
         ``S^next`` and ``embedding`` (T, T) the last checkpoint's ``S^emb``; ``checks``
         (:func:`series_checks`).
@@ -192,7 +192,7 @@ def series_checks(source: Source, rows: list[dict], keep_flagged: bool = False) 
         of checkpoints); ``embedding_rows``,
         ``tokenizer_size`` and ``padding_rows`` (rows beyond the tokenizer, which no text uses).
     """
-    from ctxstair.lm.checkpoints.hub import DEFAULT_REVISION, HubSource
+    from ctxstair.checkpoints.hub import DEFAULT_REVISION, HubSource
 
     hashes = {row["name"]: row.get("embedding_sha256") for row in rows}
     hub = isinstance(source, HubSource)
@@ -238,10 +238,10 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     """``ctxstair analyze-model`` as one call: open the source, build the setup, measure every checkpoint.
 
     Args:
-        model: a checkpoint source (:func:`ctxstair.lm.checkpoints.open_source`): a Hugging Face
+        model: a checkpoint source (:func:`ctxstair.checkpoints.open_checkpoints`): a Hugging Face
             folder, a folder of checkpoints, a GGUF file, ``smollm2``, an LM run of ours, or a Hub
             model id ``org/name``.
-        corpus: the corpus (:func:`ctxstair.lm.corpus.load_text`: ``synthetic``, a fetched name, a
+        corpus: the corpus (:func:`ctxstair.text.corpora.load_text`: ``synthetic``, a fetched name, a
             file or folder); None for an LM run of ours: its own training windows, and then the
             settings of its own analysis (its config's ``analysis`` section) unless given here.
         text: the corpus's text itself instead (``corpus`` then only names it).
@@ -253,14 +253,14 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
             (``RUN/hf_model``, :mod:`ctxstair.lm.export`) then gives the run's own numbers.
         window, max_tokens: the corpus's windows (:func:`text_setup`).
         revisions: Hub model only: ``step0,step1000`` or ``log:N``
-            (:func:`ctxstair.lm.checkpoints.hub.parse_revisions`).
+            (:func:`ctxstair.checkpoints.hub.parse_revisions`).
         out, resume, force: the output folder and its rule (:func:`ctxstair.io.claim_output`): each
             checkpoint written as it finishes, finished ones read back on ``resume``, an existing one
             replaced with ``force`` once the new analysis is complete. Refused before anything is read.
         keep_flagged: keep flagged checkpoints in the curves (:func:`series_checks`).
         evict_measured: Hub model only: delete each revision this run downloaded from the Hugging Face cache
             once its row exists (measured, or read back on ``resume``), and ``main`` at the end when it was
-            read only for the series checks (:class:`ctxstair.lm.checkpoints.hub.CacheEviction`).
+            read only for the series checks (:class:`ctxstair.checkpoints.hub.CacheEviction`).
         on_start: called with the source and the setup before the first checkpoint is read.
         on_row, progress: as :func:`analyze`.
         finish: called with the output folder once ``analysis.json`` is written, before the folder is
@@ -271,12 +271,12 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     Returns:
         :func:`analyze`'s dict, with ``corpus``.
     """
+    from ctxstair.checkpoints import open_checkpoints, source_identity
+    from ctxstair.checkpoints.hub import DEFAULT_REVISION, CacheEviction, hub_id, parse_revisions
     from ctxstair.io import check_output, claim_output
-    from ctxstair.lm.checkpoints import open_source, source_identity
-    from ctxstair.lm.checkpoints.hub import DEFAULT_REVISION, CacheEviction, hub_id, parse_revisions
-    from ctxstair.lm.corpus import load_text
-    from ctxstair.lm.staircase import run_setup, settings_of
+    from ctxstair.measure.staircase import run_setup, settings_of
     from ctxstair.run import Run
+    from ctxstair.text.corpora import load_text
 
     if resume and force:
         raise InputError("resume continues the analysis in the output folder and force replaces it: pass one of them")
@@ -314,7 +314,7 @@ def analyze_model(model: str | os.PathLike, corpus: str | None = None, *, text: 
     if out is not None:
         check_output(out, resume=resume, force=force, same=same)
     eviction = CacheEviction(repo_id, progress) if evict_measured else None  # before this run downloads anything
-    source = open_source(model, names)
+    source = open_checkpoints(model, names)
     if stats is not None:
         # Opening a source reads its tokenizer, never its weights (a GGUF file's embedding is read on
         # demand): statistics of another tokenizer are refused before the model is read.

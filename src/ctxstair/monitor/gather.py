@@ -1,5 +1,5 @@
 """The weights of a model sharded across the processes of a job, read for the monitor
-(:mod:`ctxstair.lm.checkpoints.live`): FSDP2 (``fully_shard``: DTensor parameters), FSDP1
+(:mod:`ctxstair.monitor.live`): FSDP2 (``fully_shard``: DTensor parameters), FSDP1
 (``FullyShardedDataParallel``: flat parameters, a shard per process) and DeepSpeed ZeRO-3
 (size-0 placeholders carrying ``ds_id``).
 
@@ -11,7 +11,7 @@ rank 0 (:func:`measuring`) keeps the copies, the others keep nothing. What is ga
   of the unit that holds the embedding (``summon_full_params(writeback=False, recurse=False)`` on the
   root when the root's own unit holds it, the whole network otherwise). ZeRO-3: the embedding alone
   (``GatheredParameters([weight], modifier_rank=None)``);
-* for the path measures of a network not measured in place (:mod:`ctxstair.lm.checkpoints.live`:
+* for the path measures of a network not measured in place (:mod:`ctxstair.monitor.live`:
   every FSDP2 ``transformers`` model is), the whole state as float32 CPU copies (:func:`full_state`):
   one tensor at a time for FSDP2 (``full_tensor``) and ZeRO-3 (``GatheredParameters`` per
   parameter), which gather onto every rank, so every rank keeps its copy and counts a share of the
@@ -159,7 +159,7 @@ def summed_over_ranks(count: Callable[[np.ndarray], np.ndarray], parts: list[np.
     """The sum of ``count`` over ``parts`` (arrays of items), counted by the ranks of the job together:
     rank r counts parts r, r + W, r + 2W, ... (W ranks) and an all-reduce adds the float64 results, of
     ``shape``, so that every rank gets the sum. ``count`` must be a sum over items
-    (:func:`ctxstair.lm.analysis.attention_path_counts` is), so the total is the count of all items
+    (:func:`ctxstair.measure.primitives.attention_path_counts` is), so the total is the count of all items
     up to the order of the additions. ``idle``: called by a rank in each round in which it has no part
     left, when counting is itself a collective (a forward pass of a model sharded by FSDP2), so that
     every rank makes the same number of calls. Every rank must call with the same ``parts``

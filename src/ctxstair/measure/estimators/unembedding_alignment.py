@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from ctxstair.alignment.similarity import compare, cosine_matrix, signature_cosine
-from ctxstair.lm.estimators import Estimator
-from ctxstair.lm.schema import UNEMBEDDING_ALIGNMENT
+from ctxstair.measure.estimators import Estimator
+from ctxstair.measure.schema import UNEMBEDDING_ALIGNMENT
 from ctxstair.models.view import view_of
 from ctxstair.signatures import previous_token_signature
 

@@ -3,9 +3,9 @@ on signatures shuffled across tokens; every state fitted on its own, in one vect
 
 from __future__ import annotations
 
-from ctxstair.lm import analysis
-from ctxstair.lm.estimators import Estimator
-from ctxstair.lm.schema import PROBE, SHUFFLED
+from ctxstair.measure import primitives
+from ctxstair.measure.estimators import Estimator
+from ctxstair.measure.schema import PROBE, SHUFFLED
 
 
 def _measure(setup, rows, V: int) -> list[dict]:
@@ -13,8 +13,8 @@ def _measure(setup, rows, V: int) -> list[dict]:
     setup's prefix signatures, split and settings (``probe_steps``, ``seed``, ``probe_method``)."""
     phi = setup.prefix[1]
     args = dict(steps=setup.settings.probe_steps, seed=setup.settings.seed, method=setup.settings.probe_method)
-    fitted = analysis.prefix_probe(phi, rows, setup.train_idx, setup.heldout_idx, **args)["heldout_mse"]
-    control = analysis.shuffled_baseline(phi, rows, setup.train_idx, setup.heldout_idx, **args)["heldout_mse"]
+    fitted = primitives.prefix_probe(phi, rows, setup.train_idx, setup.heldout_idx, **args)["heldout_mse"]
+    control = primitives.shuffled_baseline(phi, rows, setup.train_idx, setup.heldout_idx, **args)["heldout_mse"]
     return [{PROBE: float(mse), SHUFFLED: float(shuffled)} for mse, shuffled in zip(fitted, control)]
 
 

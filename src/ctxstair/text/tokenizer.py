@@ -38,7 +38,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
-from ctxstair.lm.corpus import SOURCES, fetched, files
+from ctxstair.text.corpora import SOURCES, fetched, files
 
 #: Characters per piece when a long text is encoded piecewise (:meth:`TextTokenizer.encode`).
 PIECE_CHARS = 1 << 20

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import (
+from ctxstair.checkpoints.base import (
     NO_VIEW,
     Checkpoint,
     Entry,
@@ -31,7 +30,8 @@ from ctxstair.lm.checkpoints.base import (
     model_from_state,
     view_positions,
 )
-from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
+from ctxstair.errors import InputError
+from ctxstair.text.tokenizer import TextTokenizer, quiet_transformers
 
 #: The input-embedding tensor of a GGUF file (llama.cpp naming, every architecture).
 GGUF_EMBEDDING = "token_embd.weight"

@@ -9,7 +9,7 @@ output is the same bytes for any number of workers. Tokens are stored as uint16 
 vocabulary fits (ids below 65536), else int32.
 
 The tokenizer is a Hugging Face ``tokenizers.Tokenizer`` (encoded without special tokens, as
-:class:`ctxstair.lm.tokenizer.TextTokenizer` does; a ``TextTokenizer`` itself is accepted and
+:class:`ctxstair.text.tokenizer.TextTokenizer` does; a ``TextTokenizer`` itself is accepted and
 unwrapped), or any object whose ``encode_batch(list[str])`` returns encodings with ``.ids`` or
 lists of ids. A ``Tokenizer`` reaches the worker processes as its JSON (``to_str()``); another
 object must be picklable.
@@ -96,7 +96,7 @@ def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], token
 
 def _unwrap(tokenizer):
     if not hasattr(tokenizer, "encode_batch") and hasattr(getattr(tokenizer, "tokenizer", None), "encode_batch"):
-        tokenizer = tokenizer.tokenizer  # ctxstair.lm.tokenizer.TextTokenizer and other wrappers
+        tokenizer = tokenizer.tokenizer  # ctxstair.text.tokenizer.TextTokenizer and other wrappers
     if not callable(getattr(tokenizer, "encode_batch", None)):
         raise InputError(f"the tokenizer ({type(tokenizer).__name__}) has no encode_batch(list[str]); "
                          "pass a tokenizers.Tokenizer")

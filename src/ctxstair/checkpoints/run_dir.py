@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 
+from ctxstair.checkpoints.base import Checkpoint, Entry, built_model, weight_array
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import Checkpoint, Entry, built_model, weight_array
-from ctxstair.lm.tokenizer import TextTokenizer
 from ctxstair.run import Run
+from ctxstair.text.tokenizer import TextTokenizer
 
 
 class RunSource:

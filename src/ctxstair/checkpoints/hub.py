@@ -17,15 +17,15 @@ the model built from the revision's config on the ``meta`` device (no weights, a
 ``model.safetensors`` or from the one shard that ``model.safetensors.index.json`` names for it — the
 model is never instantiated and the other shards are never fetched. Only a revision without any
 safetensors is read from ``pytorch_model.bin`` (or its shard index), with PyTorch's restricted
-unpickler (:func:`ctxstair.lm.checkpoints.safety.restricted_state_dict`); the checkpoint says so
+unpickler (:func:`ctxstair.checkpoints.safety.restricted_state_dict`); the checkpoint says so
 (``info["weights"]``). The attention-path and path-share measures need the whole network, so for a
 config whose family has a view (:mod:`ctxstair.models.view`) and only then every weight file of the
 revision is fetched (:func:`read_state`).
 ``trust_remote_code`` is always False. The tokenizer is the first revision's and serves all of them:
 every other revision's ``tokenizer.json`` is fetched at the start and compared with it
-(:func:`ctxstair.lm.checkpoints.base.tokenizer_identity`); one that differs is refused before
+(:func:`ctxstair.checkpoints.base.tokenizer_identity`); one that differs is refused before
 anything is measured. :meth:`HubSource.main_embedding_sha256` hashes ``main``'s embedding for the
-series checks of :func:`ctxstair.lm.analyze.series_checks`.
+series checks of :func:`ctxstair.measure.analyze_model.series_checks`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import (
+from ctxstair.checkpoints.base import (
     Checkpoint,
     Entry,
     built_model,
@@ -53,8 +52,9 @@ from ctxstair.lm.checkpoints.base import (
     view_positions,
     weight_array,
 )
-from ctxstair.lm.checkpoints.safety import restricted_state_dict
-from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
+from ctxstair.checkpoints.safety import restricted_state_dict
+from ctxstair.errors import InputError
+from ctxstair.text.tokenizer import TextTokenizer, quiet_transformers
 
 #: A Hugging Face Hub model id, ``org/name``.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*")
@@ -394,7 +394,7 @@ class HubSource:
 
     def _check_tokenizers(self, first_file: Path) -> tuple[str, dict[str, str]]:
         """The first revision's tokenizer hash, and what was found of every other revision's
-        tokenizer (:func:`~ctxstair.lm.checkpoints.base.check_tokenizers`)."""
+        tokenizer (:func:`~ctxstair.checkpoints.base.check_tokenizers`)."""
         others = [(revision, fetch(self.repo_id, revision, "tokenizer.json", optional=True))
                   for revision in self.revisions[1:]]
         return check_tokenizers(self.repo_id, (self.revisions[0], first_file), others, kind="revision ")
@@ -479,7 +479,7 @@ class CacheEviction:
             file.suffix in (".safetensors", ".bin") for file in snapshot.rglob("*"))} if snapshots.is_dir() else set()
 
     def after(self, on_row: Callable[[dict, bool], None] | None) -> Callable[[dict, bool], None]:
-        """An ``on_row`` for :func:`ctxstair.lm.analyze.analyze`: ``on_row``, then the row's revision
+        """An ``on_row`` for :func:`ctxstair.measure.analyze_model.analyze`: ``on_row``, then the row's revision
         evicted (by its ``commit``). The row is written by then, so a resumed run reads it back and does
         not need the revision's weights again."""
 

@@ -1,12 +1,12 @@
 """The measures of the LM staircase (SPEC §6.4, §7), one estimator each, iterated by every driver.
 
 An estimator (one module here, defining ``ESTIMATOR``) says what it reads, which switch of
-:class:`~ctxstair.lm.staircase.StaircaseSettings` turns it on and where it stands in a row, and
-measures; the names it writes are those of :mod:`ctxstair.lm.schema`, its settings the setup's.
+:class:`~ctxstair.measure.staircase.StaircaseSettings` turns it on and where it stands in a row, and
+measures; the names it writes are those of :mod:`ctxstair.measure.schema`, its settings the setup's.
 The three drivers — the LM runs' analysis (:mod:`ctxstair.analysis.lm_staircase`), ``analyze-model``
-(:mod:`ctxstair.lm.analyze`) and the monitor (:mod:`ctxstair.monitor.staircase`) — never call a
+(:mod:`ctxstair.measure.analyze_model`) and the monitor (:mod:`ctxstair.monitor.staircase`) — never call a
 measure: they read model states into :class:`States` and call
-:meth:`~ctxstair.lm.staircase.StaircaseSetup.measure`, which runs :func:`measure` over every
+:meth:`~ctxstair.measure.staircase.StaircaseSetup.measure`, which runs :func:`measure` over every
 estimator found here. So a new measure is a new module here and its test.
 
 What an estimator reads (``reads``):
@@ -33,7 +33,7 @@ from ctxstair.progress import Progress
 if TYPE_CHECKING:
     import torch
 
-    from ctxstair.lm.staircase import StaircaseSetup
+    from ctxstair.measure.staircase import StaircaseSetup
 
 __all__ = ["Estimator", "States", "estimators", "measure"]
 
@@ -63,9 +63,9 @@ class Estimator:
 
     Attributes:
         name: what it is, for messages and the monitor's timings.
-        measures: the names of :mod:`ctxstair.lm.schema` it writes (each with ``/<part>`` or not).
+        measures: the names of :mod:`ctxstair.measure.schema` it writes (each with ``/<part>`` or not).
         reads: ``rows`` or ``model``.
-        switch: the :class:`~ctxstair.lm.staircase.StaircaseSettings` flag that turns it on (``probe``,
+        switch: the :class:`~ctxstair.measure.staircase.StaircaseSettings` flag that turns it on (``probe``,
             ``paths``), or None: always on.
         order: its place in a row (smaller first).
         on_rows: for ``rows``: (setup, rows (S, T, d), V) -> one dict per state.

@@ -4,7 +4,7 @@ weights, ``tokenizer.json``), or a folder of ``checkpoint-<step>`` folders from 
 checkpoints is not read (the curve is what is asked for; the final model is usually the last
 checkpoint). Weights go through ``AutoModelForCausalLM.from_pretrained(..., local_files_only=True,
 use_safetensors=True, trust_remote_code=False)`` after the safety check of
-:mod:`ctxstair.lm.checkpoints.safety`.
+:mod:`ctxstair.checkpoints.safety`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import functools
 import re
 from pathlib import Path
 
-from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import (
+from ctxstair.checkpoints.base import (
     Checkpoint,
     Entry,
     check_tokenizers,
@@ -23,8 +22,9 @@ from ctxstair.lm.checkpoints.base import (
     view_positions,
     weight_array,
 )
-from ctxstair.lm.checkpoints.safety import check_safe_weights
-from ctxstair.lm.tokenizer import TextTokenizer, quiet_transformers
+from ctxstair.checkpoints.safety import check_safe_weights
+from ctxstair.errors import InputError
+from ctxstair.text.tokenizer import TextTokenizer, quiet_transformers
 
 _CHECKPOINT_DIR = re.compile(r"checkpoint-(\d+)")
 

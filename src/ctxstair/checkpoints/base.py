@@ -17,7 +17,7 @@ from ctxstair.errors import InputError
 if TYPE_CHECKING:
     import torch
 
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
 #: How every reason for missing attention-path and path-share measures begins: the model's family has
 #: no view (:func:`ctxstair.models.view.adapter_of` says which families have one), or no model was read.
@@ -119,7 +119,7 @@ def model_from_state(config, state: dict[str, torch.Tensor], where: str) -> torc
     import torch
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig
 
-    from ctxstair.lm.tokenizer import quiet_transformers
+    from ctxstair.text.tokenizer import quiet_transformers
 
     if isinstance(config, dict):
         config = AutoConfig.for_model(**config)
@@ -178,7 +178,7 @@ def embedding_parameter(config) -> tuple[str, str, tuple[int, ...]]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ctxstair.lm.tokenizer import quiet_transformers
+    from ctxstair.text.tokenizer import quiet_transformers
 
     with quiet_transformers(), torch.device("meta"):
         try:
@@ -230,7 +230,7 @@ class TokenizerIdentity:
 
 def tokenizer_identity(file: Path) -> TokenizerIdentity:
     """The :class:`TokenizerIdentity` of a ``tokenizer.json``; InputError naming it if unreadable."""
-    from ctxstair.lm.tokenizer import TextTokenizer
+    from ctxstair.text.tokenizer import TextTokenizer
 
     content = read_json_file(file)
     if not isinstance(content, dict):

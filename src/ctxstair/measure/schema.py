@@ -1,7 +1,7 @@
 """The one schema of the LM staircase numbers (SPEC §6.4, §7), numpy only, so that readers of the
 files (reports, notebooks, the explorer) need nothing else.
 
-A measurement (:mod:`ctxstair.lm.staircase`) returns a row per model state: a dict ``name -> float``
+A measurement (:mod:`ctxstair.measure.staircase`) returns a row per model state: a dict ``name -> float``
 whose names are a measure of :data:`MEASURES`, with ``/<part>`` for the per-layer and per-path ones
 (:func:`key`). ``lm_analysis.csv`` holds the rows of a run as ``(step, measure, part, value)``,
 ``analysis.json`` one dict per checkpoint, and the monitor logs ``staircase/<name>``.

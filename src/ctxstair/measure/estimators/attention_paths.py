@@ -4,19 +4,19 @@ itself: its post-softmax attention on the setup's window sample, and ``z_α = W_
 from __future__ import annotations
 
 from ctxstair.checks import check_sequences
-from ctxstair.lm import analysis
-from ctxstair.lm.estimators import Estimator
-from ctxstair.lm.schema import ATTENTION_CORR, ATTENTION_NULL, key
+from ctxstair.measure import primitives
+from ctxstair.measure.estimators import Estimator
+from ctxstair.measure.schema import ATTENTION_CORR, ATTENTION_NULL, key
 from ctxstair.models.view import view_of
 
 
 def _measure(setup, model, V: int, counts) -> dict:
     """``attention_path_corr/ℓ`` and ``attention_path_null/ℓ`` of every layer, on
-    :meth:`~ctxstair.lm.staircase.StaircaseSetup.path_sample` (or from ``counts`` of it)."""
+    :meth:`~ctxstair.measure.staircase.StaircaseSetup.path_sample` (or from ``counts`` of it)."""
     sample = setup.path_sample(view_of(model).positions)
     check_sequences(sample, V, "the window sample")
     row = {}
-    for layer, corr, null in analysis.attention_path_scores(model, sample, setup.tokens, V,
+    for layer, corr, null in primitives.attention_path_scores(model, sample, setup.tokens, V,
                                                             setup.settings.null_permutations, counts):
         row[key(ATTENTION_CORR, str(layer))] = float(corr)
         row[key(ATTENTION_NULL, str(layer))] = float(null)

@@ -1,7 +1,7 @@
 """Semantic structure of word groups in a corpus's next-token statistics and in a model's input
 embeddings, each against chance and with its uncertainty (SPEC §7, "Corpus semantics").
 
-For word groups with a known structure (:data:`~ctxstair.lm.corpus.SYNTHETIC_GROUPS` by default)
+For word groups with a known structure (:data:`~ctxstair.text.synthetic.SYNTHETIC_GROUPS` by default)
 :func:`group_structure` takes each word's next-token signature ``φ^{y;nt}_w(ν) = P(x_{s+1} = ν | x_s = w)``
 over the whole corpus, and :func:`embedding_structure` a model's input-embedding row of each word,
 and both score how well the structure shows:
@@ -39,20 +39,12 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.spatial.distance import pdist, squareform
 
 from ctxstair.errors import InputError
-from ctxstair.lm.corpus import SYNTHETIC_GROUPS, WordGroup
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.semantics.scores import GROUP_MEASURES, add_nulls, score_groups
 from ctxstair.signatures.blocks import block_pair_counts
-
-#: The number each kind of group is scored by (the key ``measure`` of its result).
-MEASURES = {"ordered": "|Spearman(PC1, order)|", "cyclic": "cycle neighbours recovered",
-            "category": "silhouette (cosine)"}
-#: What each kind of group is expected to show (SPEC §7), for the report.
-EXPECTATIONS = {"ordered": "a path in the listed order", "cyclic": "a cycle in the listed order",
-                "category": "a cluster of its own"}
-
+from ctxstair.text.synthetic import SYNTHETIC_GROUPS, WordGroup
+from ctxstair.text.tokenizer import TextTokenizer
 
 # --- signatures: the corpus -------------------------------------------------------------------
 
@@ -84,7 +76,7 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
 
     Args:
         text: the corpus, encoded whole with ``tokenizer``; every adjacent token pair counts.
-        groups: name -> :class:`~ctxstair.lm.corpus.WordGroup`.
+        groups: name -> :class:`~ctxstair.text.synthetic.WordGroup`.
         min_count: a word whose tokens occur fewer times (with a next token) is left out.
         n_permutations: draws of the permutation null per group (0: no null).
         bootstrap: B, the number of bootstrap corpora (0: no interval).
@@ -166,11 +158,11 @@ def _structure(counts: BlockBigramCounts, rows: list[str], found: dict, missing:
         keep = totals >= min_count  # all True for the corpus itself
         vectors = {w: dense[i] / totals[i] for i, w in enumerate(rows) if keep[i]}
         used = {name: [w for w in words if w in vectors] for name, words in listed.items()}
-        return _score_groups(vectors, used, kinds, keep_geometry=full)
+        return score_groups(vectors, used, kinds, keep_geometry=full)
 
     point = measure(counts.cells_total, full=True)
     seeds = np.random.SeedSequence(seed).spawn(2)
-    _add_nulls(point, kinds, n_permutations, np.random.default_rng(seeds[0]))
+    add_nulls(point, kinds, n_permutations, np.random.default_rng(seeds[0]))
 
     replicates: dict[str, list[float]] = {key: [] for key in [*groups, "categories"]}
     if bootstrap and counts.n_blocks >= 2:
@@ -189,7 +181,7 @@ def _structure(counts: BlockBigramCounts, rows: list[str], found: dict, missing:
                     "groups": {}}
     total_of = dict(zip(rows, counts.totals(counts.cells_total).tolist()))
     for name, group in groups.items():
-        entry = {"kind": group.kind, "measure": MEASURES[group.kind], **point["groups"][name],
+        entry = {"kind": group.kind, "measure": GROUP_MEASURES[group.kind], **point["groups"][name],
                  "counts": [int(total_of[w]) for w in point["groups"][name]["words"]], "missing": missing[name]}
         entry.update(_interval(entry["value"], replicates[name], bootstrap))
         result["groups"][name] = entry
@@ -289,7 +281,7 @@ def embedding_structure(W_E: np.ndarray, tokenizer: TextTokenizer, groups: dict[
     Args:
         W_E: (V', d) input-embedding rows, indexed by the tokenizer's ids (padding rows ignored).
         tokenizer: the model's own tokenizer.
-        groups: name -> :class:`~ctxstair.lm.corpus.WordGroup`.
+        groups: name -> :class:`~ctxstair.text.synthetic.WordGroup`.
         n_permutations, seed: the permutation null.
 
     Returns:
@@ -318,15 +310,15 @@ def embedding_structure(W_E: np.ndarray, tokenizer: TextTokenizer, groups: dict[
             else:
                 missing[name][word] = "not a single token"
     kinds = {name: group.kind for name, group in groups.items()}
-    point = _score_groups(vectors, listed, kinds, keep_geometry=True)
-    _add_nulls(point, kinds, n_permutations, np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0]))
+    point = score_groups(vectors, listed, kinds, keep_geometry=True)
+    add_nulls(point, kinds, n_permutations, np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[0]))
 
     # Leave one word out: the groups (and categories) each word's removal changes.
     category_words = point["categories"]["words"]
     ranges: dict[str, list[float]] = {key: [] for key in [*groups, "categories"]}
     for word in dict.fromkeys(w for words in listed.values() for w in words):
         fewer = {name: [w for w in words if w != word] for name, words in listed.items()}
-        scores = _score_groups(vectors, fewer, kinds, keep_geometry=False)
+        scores = score_groups(vectors, fewer, kinds, keep_geometry=False)
         for name in groups:
             if (word in listed[name] or (kinds[name] == "category" and word in category_words)) \
                     and scores["groups"][name]["value"] is not None:
@@ -341,188 +333,11 @@ def embedding_structure(W_E: np.ndarray, tokenizer: TextTokenizer, groups: dict[
     result: dict = {"dim": int(W_E.shape[1]), "vocab_size": int(tokenizer.vocab_size),
                     "null": {"n_permutations": n_permutations, "seed": seed}, "groups": {}}
     for name, group in groups.items():
-        entry = {"kind": group.kind, "measure": MEASURES[group.kind], **point["groups"][name],
+        entry = {"kind": group.kind, "measure": GROUP_MEASURES[group.kind], **point["groups"][name],
                  "missing": missing[name]}
         result["groups"][name] = {**entry, **loo(name, entry["value"])}
     result["categories"] = {**point["categories"], **loo("categories", point["categories"]["value"])}
     return result
-
-
-# --- scores and their permutation null ----------------------------------------------------------
-
-
-def _score_groups(vectors: dict[str, np.ndarray], used: dict[str, list[str]], kinds: dict[str, str],
-                  keep_geometry: bool) -> dict:
-    """Score every group from the vectors of its used words (in listed order).
-
-    Returns {``groups``: name -> {``value``, ``words``, + with ``keep_geometry``: ``pca``,
-    ``explained`` and the private ``_coords`` (n, 2)}, ``categories``: {``value``,
-    ``silhouette``, ``words``, ``labels``, ``pca``, ``explained``, ``_D``}}; private keys (``_``)
-    feed :func:`_add_nulls` and are removed there.
-    """
-    groups: dict = {}
-    for name, words in used.items():
-        entry: dict = {"value": None, "words": list(words)}
-        if kinds[name] != "category" and len(words) >= 3:
-            coords, explained = _pca2(np.stack([vectors[w] for w in words]))
-            order = np.arange(len(words))
-            entry["value"] = float(ordered_score(coords[:, 0], order) if kinds[name] == "ordered"
-                                   else cyclic_score(coords, order))
-            if keep_geometry:
-                entry.update(pca=coords.tolist(), explained=explained.tolist(), _coords=coords)
-        groups[name] = entry
-    names = [name for name, words in used.items() if kinds[name] == "category" and len(words) >= 2]
-    words = [w for name in names for w in used[name]]
-    labels = [name for name in names for _ in used[name]]
-    categories: dict = {"value": None, "silhouette": None, "words": words, "labels": labels}
-    if len(names) >= 2:
-        X = np.stack([vectors[w] for w in words])
-        D = squareform(pdist(X, metric="cosine"))
-        overall, per_category = category_scores(D, np.array(labels), names)
-        for name, value in zip(names, per_category):
-            groups[name]["value"] = _finite(value)
-        categories.update(value=_finite(overall), silhouette=_finite(overall))
-        if keep_geometry:
-            coords, explained = _pca2(X)
-            categories.update(pca=coords.tolist(), explained=explained.tolist(), _D=D, _names=names)
-    return {"groups": groups, "categories": categories}
-
-
-def _add_nulls(point: dict, kinds: dict[str, str], n_permutations: int, rng: np.random.Generator) -> None:
-    """Add ``chance`` and ``p_value`` (and ``chance_closed_form`` for cycles) to every scored
-    group of :func:`_score_groups`'s result, in place, from ``n_permutations`` random listings
-    (ordered, cyclic) or labellings (categories); drop the private keys."""
-    for name, entry in point["groups"].items():
-        entry.update(chance=None, p_value=None)
-        coords = entry.pop("_coords", None)
-        if kinds[name] == "cyclic" and coords is not None:
-            entry["chance_closed_form"] = min(1.0, 2 / (len(coords) - 1))
-        if coords is None or not n_permutations:
-            continue
-        orders = _permutations(len(coords), n_permutations, rng)
-        null = ordered_score(coords[:, 0], orders) if kinds[name] == "ordered" else cyclic_score(coords, orders)
-        entry.update(permutation_test(entry["value"], null))
-    categories = point["categories"]
-    categories.update(chance=None, p_value=None)
-    D, names = categories.pop("_D", None), categories.pop("_names", None)
-    if D is None or not n_permutations:
-        return
-    labels = np.array(categories["labels"])
-    shuffled = _permutations(len(labels), n_permutations, rng)
-    null = [category_scores(D, labels[order], names) for order in shuffled]
-    categories.update(permutation_test(categories["value"], np.array([overall for overall, _ in null])))
-    per_category = np.array([values for _, values in null])  # (n_permutations, categories)
-    for i, name in enumerate(names):
-        point["groups"][name].update(permutation_test(point["groups"][name]["value"], per_category[:, i]))
-
-
-def _permutations(n: int, count: int, rng: np.random.Generator) -> np.ndarray:
-    """(count, n) independent uniformly random permutations of 0..n−1."""
-    return rng.permuted(np.broadcast_to(np.arange(n), (count, n)), axis=1)
-
-
-def permutation_test(observed: float | None, null: np.ndarray) -> dict:
-    """Chance level and one-sided p-value of a score against its permutation null.
-
-    Args:
-        observed: the score (None: undefined).
-        null: (m,) scores of random permutations; NaN entries (undefined) are dropped.
-
-    Returns:
-        {``chance``: the null mean, ``p_value``: ``(1 + #{null ≥ observed}) / (1 + m)``} (a
-        1e-12 tolerance counts ties as ≥); both None when the score is undefined.
-    """
-    null = np.asarray(null, dtype=np.float64)
-    null = null[np.isfinite(null)]
-    if observed is None or null.size == 0:
-        return {"chance": None, "p_value": None}
-    p = (1 + np.count_nonzero(null >= observed - 1e-12)) / (1 + null.size)
-    return {"chance": float(null.mean()), "p_value": float(p)}
-
-
-def ordered_score(pc1: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``|Spearman(pc1, order)|`` for one listing or many.
-
-    Args:
-        pc1: (n,) the words' first principal coordinates, in listed order.
-        order: (..., n) the rank each word gets: ``arange(n)`` for the listed order, a
-            permutation of it for the null.
-
-    Returns:
-        (...,) float64: |Pearson correlation| of the ranks of ``pc1`` (ties averaged) with
-        ``order`` — Spearman's ρ since ``order`` has no ties. 0 when ``pc1`` is constant.
-    """
-    from scipy.stats import rankdata
-
-    ranks = rankdata(pc1)
-    ranks = ranks - ranks.mean()
-    order = np.asarray(order, dtype=np.float64)
-    centred = order - order.mean(axis=-1, keepdims=True)
-    denominator = np.sqrt((ranks**2).sum() * (centred**2).sum(axis=-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rho = np.abs(centred @ ranks) / denominator
-    return np.where(denominator > 0, rho, 0.0)
-
-
-def cyclic_score(coords: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Fraction of listed neighbours (last → first included) that are neighbours in the angular
-    order of the points around their centroid, for one listing or many.
-
-    Args:
-        coords: (n, 2) PCA coordinates (centred), in listed order.
-        order: (..., n) a listing: ``order[..., i]`` is the word at place i of the cycle
-            (``arange(n)``: as listed).
-
-    Returns:
-        (...,) float64 in [0, 1]; a random listing scores ``2 / (n − 1)`` on average (n ≥ 3).
-    """
-    n = len(coords)
-    position = np.empty(n, dtype=np.int64)
-    position[np.argsort(np.arctan2(coords[:, 1], coords[:, 0]), kind="stable")] = np.arange(n)
-    on_ring = position[np.asarray(order)]
-    gap = (on_ring - np.roll(on_ring, -1, axis=-1)) % n  # place i vs place i+1 (mod n) on the ring
-    return np.mean((gap == 1) | (gap == n - 1), axis=-1)
-
-
-def category_scores(D: np.ndarray, labels: np.ndarray, names: list[str]) -> tuple[float, np.ndarray]:
-    """Mean silhouette overall and of each category's members.
-
-    Args:
-        D: (n, n) distances; labels: (n,) category of each word; names: the categories, in order.
-
-    Returns:
-        (overall, (len(names),) per-category means); NaN for a category without members.
-    """
-    s = silhouette_samples(D, labels)
-    per_category = np.array([s[labels == name].mean() if np.any(labels == name) else np.nan for name in names])
-    return float(s.mean()), per_category
-
-
-def silhouette_samples(D: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Silhouette ``s_i = (b_i − a_i) / max(a_i, b_i)`` of each sample from a distance matrix.
-
-    Args:
-        D: (n, n) symmetric distances with a zero diagonal.
-        labels: (n,) cluster labels, at least two distinct.
-
-    Returns:
-        (n,) float64: ``a_i`` is the mean distance to the other members of i's cluster, ``b_i``
-        the smallest mean distance to the members of another cluster; a sample alone in its
-        cluster scores 0 (the usual convention).
-    """
-    names, index = np.unique(labels, return_inverse=True)
-    if names.size < 2:
-        raise InputError("a silhouette needs at least two distinct labels")
-    onehot = np.eye(names.size)[index]                      # (n, C)
-    sizes = onehot.sum(axis=0)
-    sums = D @ onehot                                       # (n, C): total distance to each cluster
-    own = np.arange(len(index)), index
-    others = np.where(onehot > 0, np.inf, sums / sizes)
-    b = others.min(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a = sums[own] / (sizes[index] - 1)
-        s = (b - a) / np.maximum(a, b)
-    return np.where((sizes[index] > 1) & np.isfinite(s), s, 0.0)
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -538,8 +353,8 @@ def _check_counts(**values: int) -> None:
 
 def _check_groups(groups: dict[str, WordGroup]) -> None:
     for name, group in groups.items():
-        if group.kind not in MEASURES:
-            raise InputError(f"group {name!r} has kind {group.kind!r}; choose from {', '.join(MEASURES)}")
+        if group.kind not in GROUP_MEASURES:
+            raise InputError(f"group {name!r} has kind {group.kind!r}; choose from {', '.join(GROUP_MEASURES)}")
 
 
 def _find_words(tokenizer: TextTokenizer, groups: dict[str, WordGroup], occurrences: np.ndarray,
@@ -567,174 +382,3 @@ def word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:
     preferring the form with a leading space (see :meth:`TextTokenizer.word_token_id`)."""
     tokens = [tokenizer.word_token_id(spelling) for spelling in dict.fromkeys((word, word.capitalize()))]
     return list(dict.fromkeys(t for t in tokens if t is not None))
-
-
-def _pca2(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """PCA of the rows of ``X`` (n, F) on two components, as
-    :func:`~ctxstair.alignment.pca.pca` (centred rows; each component's sign fixed so that its
-    largest-magnitude loading is positive), computed from the n × n Gram matrix of the centred
-    rows: much faster when F ≫ n (a signature has a column per next token; every bootstrap
-    replicate repeats this). The corpus and its replicates go through this one routine, so
-    identical counts give identical scores even where components are degenerate.
-
-    Returns:
-        coords (n, 2) and the fraction of variance of each component (2,).
-    """
-    centred = X - X.mean(axis=0)
-    values, vectors = np.linalg.eigh(centred @ centred.T)
-    top = np.argsort(values, kind="stable")[::-1][:2]
-    values = np.where(values > 1e-12 * max(values.max(), 0.0), values, 0.0)  # rounding noise of a null direction
-    scale = np.sqrt(values[top])
-    coords = vectors[:, top] * scale
-    loadings = (centred.T @ vectors[:, top]).T  # (2, F), each ∝ its component's direction
-    signs = np.sign(loadings[np.arange(2), np.abs(loadings).argmax(axis=1)])
-    coords = coords * np.where(signs == 0, 1.0, signs)
-    total = values.sum()
-    return coords, (scale**2 / total if total > 0 else np.zeros(2))
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
-# --- text: the printout and the report ----------------------------------------------------------
-
-
-def format_score(value: float | None) -> str:
-    """A score with three decimals, or ``n/a`` when it could not be measured."""
-    return "  n/a" if value is None else f"{value:.3f}"
-
-
-def _entries(result: dict) -> list[tuple[str, str, dict]]:
-    """(name, kind, entry) for every group and for all categories together."""
-    rows = [(name, entry["kind"], entry) for name, entry in result["groups"].items()]
-    return rows + [("categories", "all", result["categories"])]
-
-
-def _outside(entry: dict) -> bool:
-    """Whether the point lies outside its bootstrap interval (a biased bootstrap)."""
-    return bool(entry.get("ci")) and not entry["ci"][0] <= entry["value"] <= entry["ci"][1]
-
-
-def _interval_text(entry: dict) -> str:
-    if entry.get("ci"):
-        return f"[{entry['ci'][0]:.2f}, {entry['ci'][1]:.2f}]" + ("!" if _outside(entry) else "")
-    if entry.get("leave_one_out"):
-        return f"1-out [{entry['leave_one_out'][0]:.2f}, {entry['leave_one_out'][1]:.2f}]"
-    return "—"
-
-
-def _words_text(name: str, entry: dict) -> str:
-    if name == "categories":
-        return f"{len(entry['words'])} words, {len(set(entry['labels']))} groups"
-    return f"{len(entry['words'])}/{len(entry['words']) + len(entry['missing'])} words"
-
-
-def verdict(entry: dict) -> str:
-    """``holds`` when the 95 % interval lies above chance (signatures) or, without an interval,
-    when p < 0.05 (embeddings); ``weak`` when p < 0.05 but the interval reaches chance; ``no``
-    otherwise; ``n/a`` when undefined."""
-    if entry.get("value") is None or entry.get("chance") is None:
-        return "n/a"
-    significant = entry["p_value"] is not None and entry["p_value"] < 0.05
-    if entry.get("ci"):
-        if entry["ci"][0] > entry["chance"] and significant:
-            return "holds"
-        return "weak" if significant else "no"
-    return "holds" if significant else "no"
-
-
-def summary_lines(result: dict, embeddings: dict | None = None) -> list[str]:
-    """The table ``ctxstair semantics`` prints: per group (and for all categories together) one
-    line for the signatures and, with ``embeddings``, one for the model's embeddings — score,
-    chance, 95 % CI (or the leave-one-out range), p, verdict, words used / listed — then a line
-    of word counts (signatures) and of the words left out."""
-    header = (f"{'group':11s} {'measure':27s} {'source':10s} {'score':>6s} {'chance':>6s} {'95% CI':>18s} "
-              f"{'p':>6s} {'verdict':7s} words")
-    lines = [header]
-    sources = [("signatures", result)] + ([("embeddings", embeddings)] if embeddings is not None else [])
-    for name, _kind, _ in _entries(result):
-        for i, (source, res) in enumerate(sources):
-            entry = res["categories"] if name == "categories" else res["groups"][name]
-            measure = MEASURES["category"] if name == "categories" else entry["measure"]
-            chance = "   n/a" if entry.get("chance") is None else f"{entry['chance']:6.3f}"
-            p = "   n/a" if entry.get("p_value") is None else f"{entry['p_value']:6.3f}"
-            lines.append(f"{name if i == 0 else '':11s} {measure if i == 0 else '':27s} {source:10s} "
-                         f"{format_score(entry['value']):>6s} {chance} {_interval_text(entry):>18s} {p} "
-                         f"{verdict(entry):7s} {_words_text(name, entry)}")
-        if name != "categories":
-            entry = result["groups"][name]
-            counts = ", ".join(f"{w} {c}" for w, c in zip(entry["words"], entry["counts"]))
-            left_out = "; ".join(f"{w}: {why}" for w, why in entry["missing"].items())
-            lines.append(f"{'':11s} counts: {counts or '—'}" + (f"; left out: {left_out}" if left_out else ""))
-            if embeddings is not None and embeddings["groups"][name]["missing"]:
-                lines.append(f"{'':11s} not in the model's vocabulary as one token: "
-                             f"{', '.join(embeddings['groups'][name]['missing'])}")
-    if any(_outside(entry) for _, _, entry in _entries(result)):
-        lines.append("! the score lies outside its bootstrap interval: resampled corpora score differently on "
-                     "average (counting noise blurs the structure); see bootstrap.mean in semantics.json")
-    return lines
-
-
-def report_markdown(info: dict, embeddings: dict | None = None) -> str:
-    """``report.md`` of ``ctxstair semantics``: the setting, then each structure's numbers in
-    words next to what SPEC §7 expects, for the signatures and (if given) the embeddings, and a
-    table. ``info`` is :func:`group_structure`'s result with ``corpus``, ``tokenizer`` (optionally
-    ``tokenizer_description``) and, with embeddings, ``model`` added."""
-    tokens = info.get("tokenizer_description", info["tokenizer"])
-    lines = [f"# Corpus semantics: {info['corpus']}", "",
-             f"Corpus `{info['corpus']}`, {info['n_tokens']:,} tokens ({tokens}). Next-token signatures "
-             f"of each word; chance = mean of {info['null']['n_permutations']} random permutations of the order or "
-             f"labels (seed {info['null']['seed']}); 95 % interval = percentile interval over "
-             f"{info['bootstrap']['replicates']} bootstrap corpora of {info['bootstrap']['n_blocks']} blocks of "
-             f"{info['bootstrap']['block_tokens']} tokens each."]
-    if embeddings is not None:
-        lines += ["", f"Embeddings: input-embedding rows of `{info['model']}` ({embeddings['dim']} dimensions, its own "
-                      "tokenizer), the same null; no confidence interval (the matrix is fixed), the range with one "
-                      "word left out instead."]
-    lines += ["", "## Structures", ""]
-    for name, kind, _ in _entries(info):
-        expect = EXPECTATIONS["category"] if name == "categories" else EXPECTATIONS[kind]
-        label = "all categories together" if name == "categories" else f"{name} ({kind})"
-        parts = []
-        for source, res in [("signatures", info)] + ([("embeddings", embeddings)] if embeddings else []):
-            entry = res["categories"] if name == "categories" else res["groups"][name]
-            parts.append(f"{source}: {_sentence(entry)}")
-        lines.append(f"* **{label}** — expected: {expect}. " + " ".join(parts))
-    lines += ["", "| group | source | measure | score | chance | 95 % CI | p | verdict | words used / listed |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for name, _, _ in _entries(info):
-        for source, res in [("signatures", info)] + ([("embeddings", embeddings)] if embeddings else []):
-            entry = res["categories"] if name == "categories" else res["groups"][name]
-            measure = MEASURES["category"] if name == "categories" else entry["measure"]
-            chance = "n/a" if entry.get("chance") is None else f"{entry['chance']:.3f}"
-            p = "n/a" if entry.get("p_value") is None else f"{entry['p_value']:.3f}"
-            score = format_score(entry["value"]).strip()
-            lines.append(f"| {name} | {source} | {measure.replace('|', '&#124;')} | {score} | {chance} "
-                         f"| {_interval_text(entry)} | {p} | {verdict(entry)} | {_words_text(name, entry)} |")
-    lines += ["", "## Words and counts (signatures)", ""]
-    for name, entry in info["groups"].items():
-        counts = ", ".join(f"{w} {c}" for w, c in zip(entry["words"], entry["counts"])) or "none"
-        left_out = "; ".join(f"{w} ({why})" for w, why in entry["missing"].items())
-        lines.append(f"* {name}: {counts}" + (f". Left out: {left_out}" if left_out else ""))
-    return "\n".join(lines) + "\n"
-
-
-def _sentence(entry: dict) -> str:
-    if entry.get("value") is None:
-        return "not measurable (too few words)."
-    text = f"{entry['value']:.2f}"
-    if entry.get("ci"):
-        text += f" (95 % CI {entry['ci'][0]:.2f} to {entry['ci'][1]:.2f}"
-        if _outside(entry):
-            text += (f"; the point lies outside it: resampled corpora average {entry['bootstrap']['mean']:.2f}, "
-                     "counting noise shifts this score")
-        text += ")"
-    elif entry.get("leave_one_out"):
-        text += f" (one word left out: {entry['leave_one_out'][0]:.2f} to {entry['leave_one_out'][1]:.2f})"
-    if entry.get("chance") is None:
-        return text + "."
-    words = {"holds": "above chance: the structure holds",
-             "weak": "p < 0.05 but the interval reaches chance: weak",
-             "no": "not distinguishable from chance"}[verdict(entry)]
-    return f"{text} vs chance {entry['chance']:.2f}, p = {entry['p_value']:.3f}: {words}."

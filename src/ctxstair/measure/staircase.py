@@ -2,7 +2,7 @@
 
 Every LM staircase number of the project comes from here: the analysis of our LM runs
 (:mod:`ctxstair.analysis.lm_staircase`), ``ctxstair analyze-model`` on any checkpoint source
-(:mod:`ctxstair.lm.analyze`) and the live monitor (:mod:`ctxstair.monitor.staircase`) are loops
+(:mod:`ctxstair.measure.analyze_model`) and the live monitor (:mod:`ctxstair.monitor.staircase`) are loops
 around two pieces:
 
 * :class:`StaircaseSetup`, the corpus side, built once: the token set T (:func:`staircase_tokens`),
@@ -11,14 +11,14 @@ around two pieces:
   and path shares. It is built from windows in memory (:meth:`StaircaseSetup.from_windows`) or
   from counts made elsewhere, e.g. over sharded pretraining data (:meth:`StaircaseSetup.from_counts`).
 * its measurement of model states (:meth:`StaircaseSetup.measure`: every estimator of
-  :mod:`ctxstair.lm.estimators`), which returns rows in the one schema of
-  :mod:`ctxstair.lm.schema` (``rho_next``, ``probe_heldout_mse``, ``attention_path_corr/ℓ``, ...).
+  :mod:`ctxstair.measure.estimators`), which returns rows in the one schema of
+  :mod:`ctxstair.measure.schema` (``rho_next``, ``probe_heldout_mse``, ``attention_path_corr/ℓ``, ...).
 
 The defaults (:class:`StaircaseSettings`), one set for all three, and why:
 
 * ``k = 200`` tokens: SPEC §7's token set, the most frequent word-like tokens.
 * ``prefix_labels = 1000``: the labels ν of the prefix signature, T and the most frequent next
-  tokens (:func:`ctxstair.lm.analysis.prefix_labels`); word-like tokens alone miss most of the
+  tokens (:func:`ctxstair.measure.primitives.prefix_labels`); word-like tokens alone miss most of the
   next-token mass of a real vocabulary. φ^{y;1} then has k × 1000 × k entries (320 MB in float64 at
   k = 200), the prefix counts of the corpus-statistics path.
 * ``probe_steps = 300``, ``heldout_fraction = 0.25``: SPEC §3's probe settings and a quarter of T
@@ -47,8 +47,8 @@ from ctxstair.checks import check_id_subset, check_sequences, int_in_range, posi
 from ctxstair.config.lm import LMAnalysisConfig
 from ctxstair.corpus.count import word_like_mask
 from ctxstair.errors import InputError
-from ctxstair.lm import analysis, estimators
-from ctxstair.lm.estimators import States
+from ctxstair.measure import estimators, primitives
+from ctxstair.measure.estimators import States
 from ctxstair.signatures.frequent import most_frequent
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class StaircaseSettings:
         prefix_labels: labels of the prefix signature, >= 1.
         heldout_fraction: share of T held out by the probe, in (0, 1).
         probe_steps: Adam steps of each probe fit (SPEC §3), >= 0.
-        probe_method: ``fast`` or ``reference`` (:func:`ctxstair.lm.analysis.prefix_probe`).
+        probe_method: ``fast`` or ``reference`` (:func:`ctxstair.measure.primitives.prefix_probe`).
         attention_windows: windows sampled for the attention paths, >= 1.
         path_windows: the first of them used for the path shares, 1..attention_windows.
         null_permutations: token permutations of the attention-path null, >= 1.
@@ -111,14 +111,14 @@ def staircase_tokens(windows: np.ndarray, tokenizer, k: int) -> np.ndarray:
     """The token set T of SPEC §7: the ``k`` most frequent word-like tokens of ``windows``.
 
     Word-like: the token decodes to letters only once one leading space marker is stripped
-    (:meth:`ctxstair.lm.tokenizer.TextTokenizer.word_like`); ids the tokenizer does not know (a
+    (:meth:`ctxstair.text.tokenizer.TextTokenizer.word_like`); ids the tokenizer does not know (a
     padded embedding matrix, special tokens past its vocabulary) never are. Only the ids that occur
     are decoded (a 50k vocabulary takes seconds); equal counts go to the smaller id
-    (:func:`ctxstair.lm.analysis.eligible_tokens`).
+    (:func:`ctxstair.measure.primitives.eligible_tokens`).
 
     Args:
         windows: int (n, T_win) token ids >= 0.
-        tokenizer: a :class:`~ctxstair.lm.tokenizer.TextTokenizer`.
+        tokenizer: a :class:`~ctxstair.text.tokenizer.TextTokenizer`.
         k: how many tokens, >= 4.
 
     Returns:
@@ -163,7 +163,7 @@ class StaircaseSetup:
         self.vocab_size: int | None = None
         if vocab_size is not None:
             self.next_cosines(int_in_range(vocab_size, "vocab_size", 1))
-        self.train_idx, self.heldout_idx = analysis.token_split(self.tokens.size, settings.heldout_fraction,
+        self.train_idx, self.heldout_idx = primitives.token_split(self.tokens.size, settings.heldout_fraction,
                                                                 settings.seed)
         if prefix is not None:  # fills the cached properties
             self.__dict__["prefix"], self.__dict__["prefix_labels"] = prefix, prefix[0]
@@ -313,9 +313,9 @@ class StaircaseSetup:
     @functools.cached_property
     def prefix_labels(self) -> np.ndarray:
         """The labels ν of the prefix signature (Y,): T and the most frequent next tokens
-        (:func:`ctxstair.lm.analysis.prefix_labels`), ``settings.prefix_labels`` in all."""
+        (:func:`ctxstair.measure.primitives.prefix_labels`), ``settings.prefix_labels`` in all."""
         # The labels do not depend on V beyond the largest id: ids above it never occur.
-        return analysis.prefix_labels(self._windows, self.tokens, int(self._windows.max()) + 1,
+        return primitives.prefix_labels(self._windows, self.tokens, int(self._windows.max()) + 1,
                                       total=self.settings.prefix_labels)
 
     @functools.cached_property
@@ -364,12 +364,13 @@ class StaircaseSetup:
 
     def measure(self, states: States, *, probe: bool | None = None, paths: bool | None = None,
                 seconds: dict[str, float] | None = None, report: str | None = None) -> list[dict]:
-        """One row per model state (:class:`~ctxstair.lm.estimators.States`) in the one schema of
-        :mod:`ctxstair.lm.schema`: every estimator of :mod:`ctxstair.lm.estimators` that is on —
+        """One row per model state (:class:`~ctxstair.measure.estimators.States`) in the one schema of
+        :mod:`ctxstair.measure.schema`: every estimator of :mod:`ctxstair.measure.estimators` that is on —
         ρ_next always, the probe with ``probe``, the measures of the network (attention paths, path
         shares, unembedding alignment) with ``paths`` and a network (default: the settings') — in the
         model's dtype. ``seconds`` gets the wall time of each switch added (``embeddings``, ``probe``,
-        ``paths``); ``report`` names the work in the progress on stderr (:func:`ctxstair.lm.estimators.measure`)."""
+        ``paths``); ``report`` names the work in the progress on stderr
+        (:func:`ctxstair.measure.estimators.measure`)."""
         switches = {"probe": self.settings.probe if probe is None else bool(probe),
                     "paths": self.settings.paths if paths is None else bool(paths)}
         return estimators.measure(self, states, switches, seconds, report)
@@ -390,7 +391,7 @@ def run_setup(run: Run, settings: StaircaseSettings | None = None) -> StaircaseS
     tokenizer, V = the tokenizer's vocabulary, and ``settings`` (default: those
     of the run's config, :func:`settings_of`); or, when the config's ``analysis.stats`` names a
     statistics directory, that directory's counts (:meth:`StaircaseSetup.from_stats`)."""
-    from ctxstair.lm.windows import corpus_windows, read_tokenizer, sample_indices, split_indices
+    from ctxstair.text.windows import corpus_windows, read_tokenizer, sample_indices, split_indices
 
     settings = settings or settings_of(run.config)
     if run.config.analysis.stats:

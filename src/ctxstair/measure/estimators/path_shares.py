@@ -4,16 +4,16 @@ product of each summand of its residual stream (and of a tied unembedding), on t
 
 from __future__ import annotations
 
-from ctxstair.lm import analysis
-from ctxstair.lm.estimators import Estimator
-from ctxstair.lm.schema import PATH_SHARE, key
+from ctxstair.measure import primitives
+from ctxstair.measure.estimators import Estimator
+from ctxstair.measure.schema import PATH_SHARE, key
 from ctxstair.models.view import view_of
 
 
 def _measure(setup, model, V: int, counts) -> dict:
     """``path_share/<path>`` for ``embed``, ``attn.ℓ``, ``mlp.ℓ`` (and ``unembed`` when tied)."""
     sample = setup.path_sample(view_of(model).positions)[: setup.settings.path_windows]
-    shares = analysis.path_shares(model, sample, setup.tokens)
+    shares = primitives.path_shares(model, sample, setup.tokens)
     return {key(PATH_SHARE, name): float(share) for name, share in shares.items()}
 
 

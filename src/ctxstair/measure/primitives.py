@@ -20,7 +20,7 @@ statistics:
 The last two take a decoder LM — a ``transformers`` model of any family with a view
 (:func:`ctxstair.models.view.view_of`), measured as it is (our runs train such models) — and a
 sample of windows. These are the
-primitives; :mod:`ctxstair.lm.staircase` composes them into the one measurement that the LM run's
+primitives; :mod:`ctxstair.measure.staircase` composes them into the one measurement that the LM run's
 analysis, ``ctxstair analyze-model`` and the monitor call.
 
 Token sets are given as ids; token *indices* (``train_idx``, ``heldout_idx``) are positions within
@@ -41,6 +41,7 @@ from ctxstair.alignment.similarity import (
     signature_cosine,
     stacked_cosines,
 )
+from ctxstair.checkpoints.base import weight_array
 from ctxstair.checks import (
     check_dense_size,
     check_id_subset,
@@ -52,7 +53,6 @@ from ctxstair.checks import (
     positive_float,
 )
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import weight_array
 from ctxstair.models.view import view_of
 from ctxstair.signatures.frequent import label_set, most_frequent
 from ctxstair.theory.decoder_paths import decoder_embedding_paths

@@ -1,6 +1,6 @@
 """A corpus as token windows (SPEC §7, §10): the tokenizer (a byte-level BPE trained on the text, or
 GPT-2's vocabulary, or a saved ``tokenizer.json``), consecutive windows of ``corpus.window`` tokens (or
-the windows of token shards, :mod:`ctxstair.lm.shards`), and the seeded held-out split.
+the windows of token shards, :mod:`ctxstair.text.shard_windows`), and the seeded held-out split.
 The language-model trainer and its analysis read the corpus through these functions, so both see
 the same windows.
 """
@@ -13,9 +13,9 @@ import numpy as np
 
 from ctxstair.config.lm import CorpusConfig, LMConfig
 from ctxstair.errors import InputError
-from ctxstair.lm.corpus import load_text
-from ctxstair.lm.shards import ShardWindows
-from ctxstair.lm.tokenizer import TextTokenizer
+from ctxstair.text.corpora import load_text
+from ctxstair.text.shard_windows import ShardWindows
+from ctxstair.text.tokenizer import TextTokenizer
 
 
 def build_tokenizer(cfg: CorpusConfig, text: str) -> TextTokenizer:
@@ -66,7 +66,7 @@ def read_tokenizer(out: str | Path) -> TextTokenizer:
 
 def corpus_windows(cfg: LMConfig, out: Path | None = None) -> tuple[TextTokenizer, np.ndarray | ShardWindows]:
     """Tokenizer and all windows (n, T) of the run's corpus: an array for text, a
-    :class:`~ctxstair.lm.shards.ShardWindows` (indexed like one) for ``corpus.shards``. The tokenizer is
+    :class:`~ctxstair.text.shard_windows.ShardWindows` (indexed like one) for ``corpus.shards``. The tokenizer is
     read from ``out`` when the run directory has one (so a resumed or analysed run uses the same vocabulary)."""
     saved = out / "tokenizer.json" if out is not None else None
     if cfg.corpus.shards:

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctxstair.checkpoints.base import first_line, read_json_file
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints.base import first_line, read_json_file
 
 #: The weight files of a Hugging Face folder that ``from_pretrained`` reads without unpickling.
 SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")

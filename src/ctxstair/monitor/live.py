@@ -13,7 +13,7 @@ streams as they were. A model sharded across processes is read by collectives ev
   no rank ever holds more than one unit whole;
 * ZeRO-3 and FSDP1: a float32 CPU copy of the network is built from
   the gathered state — under ZeRO-3 on every rank, to count a share of the attention
-  paths; under FSDP1 on rank 0 alone (:mod:`ctxstair.lm.checkpoints.sharded`).
+  paths; under FSDP1 on rank 0 alone (:mod:`ctxstair.monitor.gather`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ctxstair.checkpoints.base import NO_VIEW, model_from_state, view_positions
 from ctxstair.errors import InputError
-from ctxstair.lm.checkpoints import sharded
-from ctxstair.lm.checkpoints.base import NO_VIEW, model_from_state, view_positions
+from ctxstair.monitor import gather
 
 
 def unwrap(model: object) -> object:
@@ -49,8 +49,8 @@ def unwrap(model: object) -> object:
 def every_rank(model: object, root: object = None) -> bool:
     """Whether every rank of the job must take part in reading ``model`` (sharded by FSDP2, FSDP1 or
     DeepSpeed ZeRO-3; ``root`` as :func:`live_weights`), rather than only the rank that measures."""
-    root = sharded.fsdp1_root(model if root is None else root)
-    return sharded.sharding(unwrap(model), root) is not None
+    root = gather.fsdp1_root(model if root is None else root)
+    return gather.sharding(unwrap(model), root) is not None
 
 
 @contextlib.contextmanager
@@ -79,7 +79,7 @@ class LiveWeights(NamedTuple):
             here or sharded by FSDP2, else a float32 CPU copy of the sharded one; else None.
         why: why there is no network although the path measures were asked for, else None.
         shared: the model is sharded and every rank holds ``decoder``, to count a share of the
-            attention paths (:func:`ctxstair.lm.checkpoints.sharded.summed_over_ranks`).
+            attention paths (:func:`ctxstair.monitor.gather.summed_over_ranks`).
         collective: ``decoder`` is the FSDP2-sharded model itself: its passes and reads are
             collectives, so every rank (each with the rows) runs the path measures.
     """
@@ -103,13 +103,13 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
     (only an FSDP1 root is used: it holds the embedding's shard when ``model`` is the network inside).
 
     A model sharded by FSDP2, FSDP1 or DeepSpeed ZeRO-3 (:func:`every_rank`) is read by every rank of
-    the job together, each joining the gathers (:mod:`ctxstair.lm.checkpoints.sharded`), and only rank
+    the job together, each joining the gathers (:mod:`ctxstair.monitor.gather`), and only rank
     0 gets the rows. The others get None; or, with ``paths``, under FSDP2 the rows and the sharded
     model itself (``collective``), under ZeRO-3 the copy without rows (``shared``), to count their
     share of the attention paths. A model that is whole here is read by whoever calls."""
-    root = sharded.fsdp1_root(model if root is None else root)
+    root = gather.fsdp1_root(model if root is None else root)
     model = unwrap(model)
-    kind = sharded.sharding(model, root)
+    kind = gather.sharding(model, root)
     copy, why = None, None
     if callable(getattr(model, "get_input_embeddings", None)) and hasattr(model, "config"):
         try:
@@ -127,12 +127,12 @@ def live_weights(model: object, tokens: np.ndarray, paths: bool, root: object = 
         raise InputError(f"{type(model).__name__} has no input embeddings: pass a Hugging Face PreTrainedModel "
                          "(get_input_embeddings()) or a module with a W_E attribute (V, d)")
     measured = paths and copy is not None
-    in_place = kind in (None, sharded.FSDP2)
+    in_place = kind in (None, gather.FSDP2)
     collective = measured and kind is not None and in_place
-    keep = kind is None or sharded.measuring() or collective
-    V, rows = sharded.embedding_rows(owner, name, torch.from_numpy(tokens), kind, root, keep)
-    state = sharded.full_state(model, kind, root) if measured and not in_place else None
-    shared = measured and sharded.shares_paths(kind)
+    keep = kind is None or gather.measuring() or collective
+    V, rows = gather.embedding_rows(owner, name, torch.from_numpy(tokens), kind, root, keep)
+    state = gather.full_state(model, kind, root) if measured and not in_place else None
+    shared = measured and gather.shares_paths(kind)
     if not (keep or shared):  # rank 0 measures
         return None
     if keep:
