@@ -13,7 +13,7 @@ import torch
 import transformers
 from family_models import FAMILIES, FLOAT64_THROUGHOUT, family_model
 
-from ctxstair.config import apply_overrides
+from ctxstair.config import GAMMA_COMPONENTS, apply_overrides
 from ctxstair.config.lm import LMConfig, LMModelConfig
 from ctxstair.errors import InputError
 from ctxstair.models import causal_lm, next_token_loss
@@ -434,3 +434,9 @@ def test_direct_path_prediction_matches_embed_path_at_small_init(family, d, obje
 def test_direct_path_prediction_checks_shapes():
     with pytest.raises(InputError, match="phi_nt"):
         direct_path_prediction(family_model("llama"), np.ones(64) / 64, np.ones((64, 12)))
+
+
+def test_the_decoder_roles_are_the_configs_gamma_components():
+    # causal_lm sits below config (and config loads no torch), so each spells the names once; they
+    # must agree, or a `model.init.<role>` would set nothing.
+    assert causal_lm.ROLES == GAMMA_COMPONENTS

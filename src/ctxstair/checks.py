@@ -185,8 +185,9 @@ def snapshots(embeddings: object, n_tokens: int) -> np.ndarray:
     return arr
 
 
-def int_in_range(value: object, name: str, low: int, high: float = np.inf) -> int:
-    """Return ``value`` as an int with ``low <= value <= high``."""
+def int_in_range(name: str, value: object, low: int, high: float = np.inf) -> int:
+    """Return ``value`` as an int with ``low <= value <= high`` (InputError naming ``name``); the
+    arguments are in :func:`check_int`'s order, whose message names a task parameter."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         allowed = f">= {low}" if high == np.inf else f"in {low}..{int(high)}"
         raise InputError(f"{name} must be an integer {allowed}, got {value!r}")

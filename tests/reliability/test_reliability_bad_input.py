@@ -631,7 +631,7 @@ def test_no_analysis_refuses_the_keys_it_sets(tmp_path, capsys, key):
 
 @pytest.mark.parametrize("options,names", [
     (["--vocab-size", "100"], ["vocab_size must be an integer >= 257"]),
-    (["--min-count", "0"], ["min_count must be a positive integer"]),
+    (["--min-count", "0"], ["min_count must be an integer >= 1, got 0"]),
     (["--tokenizer", "nope"], ["invalid choice: 'nope'"]),
 ])
 def test_semantics_refuses_bad_options(tmp_path, capsys, options, names):

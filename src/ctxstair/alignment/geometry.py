@@ -47,7 +47,7 @@ def topk_overlap(S_a: object, S_b: object, k: int) -> float:
     A, B = square_stack(S_a, "S_a"), square_stack(S_b, "S_b")
     if A.ndim != 2 or A.shape != B.shape:
         raise InputError(f"S_a and S_b must be (n, n) matrices of the same shape, got {A.shape} and {B.shape}")
-    k = int_in_range(k, "k", 1, A.shape[0] - 1)
+    k = int_in_range("k", k, 1, A.shape[0] - 1)
     mask_a, mask_b = (_neighbour_mask(S, k) for S in (A, B))
     return float((mask_a & mask_b).sum(axis=1).mean() / k)
 

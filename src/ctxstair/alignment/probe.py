@@ -120,10 +120,10 @@ def probe_alignment(
     emb = snapshots(embeddings, phi.shape[0])
     n_tokens, n_context, order = phi.shape[0], phi.shape[-1], phi.ndim - 2
     n_pairs = n_tokens * (n_tokens - 1) // 2
-    folds = int_in_range(folds, "folds", 2, n_pairs)
-    steps = int_in_range(steps, "steps", 0)
+    folds = int_in_range("folds", folds, 2, n_pairs)
+    steps = int_in_range("steps", steps, 0)
     lr = positive_float(lr, "lr")
-    restarts = int_in_range(restarts, "restarts", 1)
+    restarts = int_in_range("restarts", restarts, 1)
     if method not in ("fast", "reference"):
         raise InputError(f"unknown probe method {method!r}; allowed: fast, reference")
     init_std = np.sqrt(n_context**-0.5 if init_var is None else positive_float(init_var, "init_var"))

@@ -19,12 +19,17 @@ from pathlib import Path
 
 from ctxstair import numerics
 from ctxstair.cli.options import add_figure_format_option, add_quiet_option
+from ctxstair.config.lm import LMAnalysisConfig
+from ctxstair.corpus.count import WINDOW as COUNT_WINDOW
 
-#: The defaults of the measurement, repeated here for the help so that ``ctxstair --help`` loads no
-#: torch; a test checks they are :class:`ctxstair.measure.staircase.StaircaseSettings`'s.
-DEFAULT_K, DEFAULT_PREFIX_LABELS, DEFAULT_WINDOWS, DEFAULT_PATH_WINDOWS = 200, 1000, 128, 4
-#: ``analyze-model``'s corpus windows (:data:`ctxstair.measure.analyze_model.WINDOW`, ``MAX_TOKENS``).
-DEFAULT_WINDOW, DEFAULT_MAX_TOKENS = 128, 2_000_000
+#: The defaults of the measurement, for the help: :class:`~ctxstair.config.lm.LMAnalysisConfig`'s, which
+#: :class:`ctxstair.measure.staircase.StaircaseSettings` takes (read from the config, which loads no torch).
+DEFAULT_K, DEFAULT_PREFIX_LABELS = LMAnalysisConfig.k, LMAnalysisConfig.prefix_labels
+DEFAULT_WINDOWS, DEFAULT_PATH_WINDOWS = LMAnalysisConfig.windows, LMAnalysisConfig.path_windows
+#: ``analyze-model``'s corpus windows (:data:`ctxstair.measure.analyze_model.WINDOW`, ``MAX_TOKENS``): the
+#: window of corpus statistics, and a token budget repeated here so that ``ctxstair --help`` loads no torch
+#: (a test checks it is the measurement's).
+DEFAULT_WINDOW, DEFAULT_MAX_TOKENS = COUNT_WINDOW, 2_000_000
 #: For an LM run of ours analysed on its own windows the measurement's settings are the run's
 #: (its config's analysis section), so every measurement option is None unless given.
 _OURS = "; for an LM run of ours on its own windows, the run's own setting"

@@ -81,6 +81,11 @@ class InitConfig:
                         if getattr(self, f.name) is not None])
 
 
+#: The components with a γ of their own (``model.init.<component>``), in the order of
+#: :class:`InitConfig`; the decoder's γ roles (``ctxstair.models.causal_lm.ROLES``) are these.
+GAMMA_COMPONENTS = tuple(field.name for field in dataclasses.fields(InitConfig) if field.name != "gamma")
+
+
 @dataclass
 class ModelConfig:
     """The model of SPEC §5: ``kind`` ``cbow`` (the feed-forward model; activation ``poly`` uses

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ctxstair.checks import check_key_choice, check_minimum, check_positive
-from ctxstair.config import PROBE_METHODS, InitConfig
+from ctxstair.config import GAMMA_COMPONENTS, PROBE_METHODS, InitConfig
 from ctxstair.devices import check_device_name
 from ctxstair.errors import InputError
 
@@ -161,7 +161,7 @@ class LMConfig:
     #: The γ settings' spelling before they moved into ``model.init`` (read as the new one).
     RENAMED: ClassVar[dict[str, str]] = {
         "model.gamma": "model.init.gamma",
-        **{f"model.gamma_{c}": f"model.init.{c}" for c in ("embedding", "unembedding", "qk", "ov", "mlp")}}
+        **{f"model.gamma_{c}": f"model.init.{c}" for c in GAMMA_COMPONENTS}}
 
     #: Settings a resumed run may change: where and how it is spread over processes (a checkpoint is
     #: the same whole-model file under one process, DDP and FSDP2, :mod:`ctxstair.lm.fsdp`).

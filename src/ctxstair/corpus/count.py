@@ -133,15 +133,15 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
         progress: report the tokens counted on stderr (:class:`ctxstair.progress.Progress`; default:
             inside :func:`ctxstair.progress.shown`, as the command line does).
     """
-    k = int_in_range(K if k is None else k, "k", 1)
-    prefix_labels = int_in_range(PREFIX_LABELS if prefix_labels is None else prefix_labels, "prefix_labels", 1)
-    attention_windows = int_in_range(SAMPLE_WINDOWS if attention_windows is None else attention_windows,
-                                     "attention_windows", 1)
-    seed = int_in_range(SEED if seed is None else seed, "seed", 0)
+    k = int_in_range("k", K if k is None else k, 1)
+    prefix_labels = int_in_range("prefix_labels", PREFIX_LABELS if prefix_labels is None else prefix_labels, 1)
+    attention_windows = int_in_range("attention_windows",
+                                     SAMPLE_WINDOWS if attention_windows is None else attention_windows, 1)
+    seed = int_in_range("seed", SEED if seed is None else seed, 0)
     count = _check_count(count)
     documents = _choice(documents, ("joined", "separate"), "documents")
-    window = int_in_range(window, "window", 2)
-    workers = int_in_range(workers, "workers", 1)
+    window = int_in_range("window", window, 2)
+    workers = int_in_range("workers", workers, 1)
     vocab_size = _vocab_size(vocab_size, tokenizer)
     if tokens is None and tokenizer is None and ("next" in count or "prefix" in count):
         raise InputError("the tracked tokens are chosen with the tokenizer: give a tokenizer or the tokens")
@@ -233,7 +233,7 @@ def _groups_plan(groups: dict[str, list[int]] | None, block_tokens: int) -> dict
     """The word groups as the plan records them (None when none are counted)."""
     if groups is None:
         return None
-    return {"block_tokens": int_in_range(block_tokens, "block_tokens", 1),
+    return {"block_tokens": int_in_range("block_tokens", block_tokens, 1),
             "words": {word: [int(t) for t in ids] for word, ids in groups.items()}}
 
 
@@ -251,7 +251,7 @@ def _vocab_size(vocab_size: int | None, tokenizer) -> int:
         if tokenizer is None:
             raise InputError("give the tokenizer the corpus was tokenized with, or vocab_size")
         vocab_size = tokenizer.vocab_size
-    return int_in_range(vocab_size, "vocab_size", 1)
+    return int_in_range("vocab_size", vocab_size, 1)
 
 
 def _check_budget(count: tuple[str, ...], n_tracked: int, prefix_labels: int, vocab_size: int, workers: int,

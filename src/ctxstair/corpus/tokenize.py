@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxstair.checks import int_in_range
 from ctxstair.corpus.megatron import IndexedWriter
 from ctxstair.corpus.stats import RECORD_SUFFIX, tokenizer_identity
 from ctxstair.errors import InputError
@@ -62,10 +63,8 @@ def tokenize_files(paths: str | os.PathLike | Iterable[str | os.PathLike], token
     paths = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
     paths = [file for path in paths for file in _text_files(path)]
     tokenizer = _unwrap(tokenizer)
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InputError(f"workers must be a positive integer, not {workers!r}")
-    if isinstance(batch_documents, bool) or not isinstance(batch_documents, int) or batch_documents < 1:
-        raise InputError(f"batch_documents must be a positive integer, not {batch_documents!r}")
+    int_in_range("workers", workers, 1)
+    int_in_range("batch_documents", batch_documents, 1)
     for path in paths:
         _format(path)
     batch_bytes = deque()  # the input bytes of each batch read, in the order _encoded returns them

@@ -68,8 +68,8 @@ def text_setup(source: Source, text: str, settings: StaircaseSettings, window: i
     word-like tokens."""
     from ctxstair.text.windows import make_windows
 
-    window = int_in_range(window, "window", 2)
-    max_tokens = int_in_range(max_tokens, "max_tokens", 2 * window)
+    window = int_in_range("window", window, 2)
+    max_tokens = int_in_range("max_tokens", max_tokens, 2 * window)
     ids = source.tokenizer.encode(text, max_tokens=max_tokens)
     # Embedding matrices may be padded beyond the tokenizer, and tokenizers may list special tokens
     # beyond the matrix; only the ids the corpus actually uses need a row.

@@ -86,7 +86,7 @@ def eligible_tokens(windows: np.ndarray, word_like: np.ndarray, k: int = 200) ->
         raise InputError(f"word_like must be a non-empty 1-D boolean mask over the vocabulary, got "
                          f"{mask.dtype} shape {mask.shape}")
     X = check_sequences(windows, mask.size, "windows")
-    k = int_in_range(k, "k", 1)
+    k = int_in_range("k", k, 1)
     return most_frequent(np.bincount(X.ravel(), minlength=mask.size), k, eligible=mask)
 
 
@@ -110,7 +110,7 @@ def prefix_labels(windows: np.ndarray, tokens: np.ndarray, vocab_size: int, tota
     vocab_size = check_vocab_size(vocab_size)
     X = check_sequences(windows, vocab_size, "windows")
     tokens = check_id_subset(tokens, vocab_size, "tokens")
-    total = int_in_range(total, "total", 1)
+    total = int_in_range("total", total, 1)
     return label_set(np.bincount(X[:, 1:].ravel(), minlength=vocab_size), tokens, total)
 
 
@@ -154,7 +154,7 @@ def token_split(n_tokens: int, heldout_fraction: float = 0.25, seed: int = 0) ->
         ``(train_idx, heldout_idx)``: sorted int64 indices into the token set, disjoint, together
         ``0..n_tokens-1``.
     """
-    n_tokens = int_in_range(n_tokens, "n_tokens", 4)
+    n_tokens = int_in_range("n_tokens", n_tokens, 4)
     fraction = positive_float(heldout_fraction, "heldout_fraction")
     if fraction >= 1:
         raise InputError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}")
@@ -206,7 +206,7 @@ def prefix_probe(
     heldout = _index_set(heldout_idx, "heldout_idx", phi.shape[0])
     if np.intersect1d(train, heldout).size:
         raise InputError("train_idx and heldout_idx must be disjoint: a held-out token may not enter the fit")
-    steps = int_in_range(steps, "steps", 0)
+    steps = int_in_range("steps", steps, 0)
     lr = positive_float(lr, "lr")
     n_context = phi.shape[2]
 
@@ -466,7 +466,7 @@ def attention_path_scores(model, sample: object, tokens: object, vocab_size: int
     """
     view = view_of(model)
     tokens = check_id_subset(tokens, vocab_size, "tokens")
-    permutations = int_in_range(permutations, "permutations", 1)
+    permutations = int_in_range("permutations", permutations, 1)
     if counts is None:
         counts = attention_path_counts(model, sample, tokens, vocab_size)
     elif counts.shape != (view.n_layers, tokens.size, vocab_size + 1):

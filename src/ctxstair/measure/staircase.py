@@ -87,7 +87,7 @@ class StaircaseSettings:
     probe_method: str = LMAnalysisConfig.probe
     attention_windows: int = LMAnalysisConfig.windows
     path_windows: int = LMAnalysisConfig.path_windows
-    null_permutations: int = 100
+    null_permutations: int = primitives.NULL_PERMUTATIONS
     seed: int = LMAnalysisConfig.seed
     probe: bool = True
     paths: bool = True
@@ -95,8 +95,8 @@ class StaircaseSettings:
     def __post_init__(self):
         for name, low in (("k", MIN_TOKENS), ("prefix_labels", 1), ("probe_steps", 0), ("attention_windows", 1),
                           ("null_permutations", 1), ("seed", 0)):
-            int_in_range(getattr(self, name), name, low)
-        int_in_range(self.path_windows, "path_windows", 1, self.attention_windows)
+            int_in_range(name, getattr(self, name), low)
+        int_in_range("path_windows", self.path_windows, 1, self.attention_windows)
         if not 0 < positive_float(self.heldout_fraction, "heldout_fraction") < 1:
             raise InputError(f"heldout_fraction must be in (0, 1), got {self.heldout_fraction!r}")
         if self.probe_method not in ("fast", "reference"):
@@ -124,7 +124,7 @@ def staircase_tokens(windows: np.ndarray, tokenizer, k: int) -> np.ndarray:
     Returns:
         int64 (k',) ids, most frequent first, ``4 <= k' <= k``; InputError when fewer than 4 occur.
     """
-    k = int_in_range(k, "k", MIN_TOKENS)
+    k = int_in_range("k", k, MIN_TOKENS)
     X = np.asarray(windows)
     counts = np.bincount(X.ravel(), minlength=tokenizer.vocab_size) if X.size else np.zeros(tokenizer.vocab_size)
     tokens = most_frequent(counts, k, eligible=word_like_mask(tokenizer, counts))
@@ -162,7 +162,7 @@ class StaircaseSetup:
         self._windows, self._next_counts, self._S_next = windows, next_counts, None
         self.vocab_size: int | None = None
         if vocab_size is not None:
-            self.next_cosines(int_in_range(vocab_size, "vocab_size", 1))
+            self.next_cosines(int_in_range("vocab_size", vocab_size, 1))
         self.train_idx, self.heldout_idx = primitives.token_split(self.tokens.size, settings.heldout_fraction,
                                                                 settings.seed)
         if prefix is not None:  # fills the cached properties
@@ -274,7 +274,7 @@ class StaircaseSetup:
             raise InputError(f"{stats.path} was counted for other settings: {', '.join(differ)}; count it again "
                              "with these settings")
         rows = stats.next_rows()
-        V = stats.vocab_size if vocab_size is None else int_in_range(vocab_size, "vocab_size", 1)
+        V = stats.vocab_size if vocab_size is None else int_in_range("vocab_size", vocab_size, 1)
         if stats.vocab_size > V:
             raise InputError(f"the model has {V} embedding rows, but {stats.path} counts ids up to "
                              f"{stats.vocab_size - 1}")

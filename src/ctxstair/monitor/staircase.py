@@ -61,7 +61,7 @@ EVERY = 250
 PATHS_EVERY = 1000
 
 
-def monitor_tokens(tokenizer: object, windows: object, k: int = 200) -> np.ndarray:
+def monitor_tokens(tokenizer: object, windows: object, k: int = StaircaseSettings.k) -> np.ndarray:
     """The token set of SPEC §7: the ``k`` most frequent word-like tokens of ``windows``
     (:func:`ctxstair.measure.staircase.staircase_tokens`, the tokens ``ctxstair analyze-model`` and the LM
     runs pick).
@@ -90,9 +90,9 @@ def monitor_steps(max_steps: int, log_points: int = LOG_POINTS, every: int = EVE
     Returns:
         sorted list of ints in ``0..max_steps``.
     """
-    max_steps = int_in_range(max_steps, "max_steps", 1)
-    log_points = int_in_range(log_points, "log_points", 0)
-    every = int_in_range(every, "every", 1)
+    max_steps = int_in_range("max_steps", max_steps, 1)
+    log_points = int_in_range("log_points", log_points, 0)
+    every = int_in_range("every", every, 1)
     return snapshot_schedule(max_steps, log_points, every)
 
 
@@ -118,7 +118,7 @@ class Cadence:
 
     def __init__(self, max_steps: int, log_points: int = LOG_POINTS, every: int = EVERY,
                  paths_every: int | None = PATHS_EVERY, probe_every: int | None = None):
-        self.max_steps = int_in_range(max_steps, "max_steps", 1)
+        self.max_steps = int_in_range("max_steps", max_steps, 1)
         self.steps = monitor_steps(self.max_steps, log_points, every)
         self._steps = set(self.steps)
         self.paths_every = _optional_stride(paths_every, "paths_every")
@@ -140,7 +140,7 @@ class Cadence:
 
 
 def _optional_stride(value: int | None, name: str) -> int | None:
-    return None if value is None else int_in_range(value, name, 1)
+    return None if value is None else int_in_range(name, value, 1)
 
 
 class StaircaseMonitor:

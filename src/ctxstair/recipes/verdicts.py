@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxstair import rundir
-from ctxstair.config import Config, RunConfig
+from ctxstair.config import GAMMA_COMPONENTS, Config, RunConfig
 from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
@@ -162,8 +162,9 @@ def _run_facets(cfg: RunConfig) -> dict[str, str]:
     facets["d"] = str(model.d)
     if model.kind == "attention":
         facets["d_k"] = str(model.d_k)
-    facets["γ"] = _gamma(model.init.gamma, {name: getattr(model.init, name) for name in
-                                            ("embedding", "unembedding", "qk", "ov")})
+    # The ensemble models have no MLP, so no γ of one.
+    facets["γ"] = _gamma(model.init.gamma, {name: getattr(model.init, name) for name in GAMMA_COMPONENTS
+                                            if name != "mlp"})
     facets["optimizer"] = (f"{_OPTIMIZERS[train.optimizer]} lr {train.lr:g}"
                            + (f", batch {train.batch_size}" if train.batch_size else "")
                            + (f", momentum {train.momentum:g}" if train.momentum else "")
@@ -181,8 +182,7 @@ def _lm_facets(cfg: LMConfig) -> dict[str, str]:
                f"MLP {model.d_mlp})")
     return {"corpus": corpus.source, "tokenizer": f"{corpus.tokenizer} {corpus.vocab_size}",
             "window": str(corpus.window), "model": decoder,
-            "γ": _gamma(model.init.gamma, {name: getattr(model.init, name) for name in
-                                           ("embedding", "unembedding", "qk", "ov", "mlp")}),
+            "γ": _gamma(model.init.gamma, {name: getattr(model.init, name) for name in GAMMA_COMPONENTS}),
             "optimizer": f"AdamW lr {train.lr:g}, batch {train.batch_size}", "steps": str(train.steps)}
 
 

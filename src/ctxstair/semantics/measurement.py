@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxstair.checks import int_in_range
 from ctxstair.errors import InputError
 from ctxstair.semantics.structure import embedding_structure, group_structure, group_structure_from_stats
 from ctxstair.semantics.summary import report_markdown
@@ -67,8 +68,7 @@ def check_request(request: SemanticsRequest) -> None:
     for option, value, smallest in [("--permutations", request.permutations, 0),
                                     ("--bootstrap", request.bootstrap, 0),
                                     ("--block-tokens", request.block_tokens, 1), ("--seed", request.seed, 0)]:
-        if value < smallest:
-            raise InputError(f"{option} must be an integer >= {smallest}, got {value}")
+        int_in_range(option, value, smallest)
     if (request.corpus is None) == (request.stats is None):
         raise InputError("give a corpus or --stats DIR (one of them)")
     trained = request.tokenizer in TRAINED_TOKENIZERS

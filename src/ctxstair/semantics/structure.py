@@ -40,6 +40,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from ctxstair.checks import int_in_range
 from ctxstair.errors import InputError
 from ctxstair.semantics.scores import GROUP_MEASURES, add_nulls, score_groups
 from ctxstair.signatures.blocks import block_pair_counts
@@ -97,8 +98,7 @@ def group_structure(text: str, tokenizer: TextTokenizer, groups: dict[str, WordG
         ``explained``.
     """
     _check_counts(min_count=min_count, n_permutations=n_permutations, bootstrap=bootstrap)
-    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or block_tokens < 1:
-        raise InputError(f"block_tokens must be a positive integer, got {block_tokens!r}")
+    int_in_range("block_tokens", block_tokens, 1)
     _check_groups(groups)
     ids = tokenizer.encode(text)
     if ids.size < 2:
@@ -345,10 +345,7 @@ def embedding_structure(W_E: np.ndarray, tokenizer: TextTokenizer, groups: dict[
 
 def _check_counts(**values: int) -> None:
     for name, value in values.items():
-        smallest = 1 if name == "min_count" else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
-            what = "a positive" if smallest else "a non-negative"
-            raise InputError(f"{name} must be {what} integer, got {value!r}")
+        int_in_range(name, value, 1 if name == "min_count" else 0)
 
 
 def _check_groups(groups: dict[str, WordGroup]) -> None:

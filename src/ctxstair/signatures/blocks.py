@@ -25,7 +25,7 @@ def block_pair_counts(windows: np.ndarray, row_tokens: list[list[int]], block_to
         ``(block, row, next, count)``, int64 (K,) each, one entry per (block, row, next token) that
         occurs, sorted by (block, row, next token).
     """
-    block_tokens = int_in_range(block_tokens, "block_tokens", 1)
+    block_tokens = int_in_range("block_tokens", block_tokens, 1)
     X = np.asarray(windows, dtype=np.int64)
     n, W = X.shape
     pair_token = np.array([t for tokens in row_tokens for t in tokens], dtype=np.int64)

@@ -25,7 +25,7 @@ def most_frequent(counts: np.ndarray, k: int, *, eligible: np.ndarray | None = N
     counts = np.asarray(counts)
     if counts.ndim != 1:
         raise InputError(f"counts must be a 1-D vector over the vocabulary, got shape {counts.shape}")
-    k = int_in_range(k, "k", 0)
+    k = int_in_range("k", k, 0)
     allowed = counts > 0
     if eligible is not None:
         mask = np.asarray(eligible)
@@ -52,6 +52,6 @@ def label_set(next_counts: np.ndarray, tokens: np.ndarray, total: int) -> np.nda
         int64 sorted label ids.
     """
     tokens = np.asarray(tokens, dtype=np.int64)
-    total = int_in_range(total, "total", 1)
+    total = int_in_range("total", total, 1)
     frequent = most_frequent(next_counts, max(0, total - tokens.size), exclude=tokens)
     return np.sort(np.concatenate([tokens, frequent]))

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from ctxstair.checks import int_in_range
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.text.corpora import SOURCES, fetched, files
@@ -283,10 +284,8 @@ def _below_error(record: logging.LogRecord) -> bool:
 
 
 def _check_training_args(text: str, vocab_size: int, min_frequency: int) -> None:
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 257:
-        raise InputError(f"vocab_size must be an integer >= 257, got {vocab_size!r}")
-    if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
-        raise InputError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+    int_in_range("vocab_size", vocab_size, 257)
+    int_in_range("min_frequency", min_frequency, 1)
     if not text:
         raise InputError("cannot train a tokenizer on empty text")
 
