@@ -150,13 +150,11 @@ def cmd_info(args: argparse.Namespace) -> None:
 
 def _group_words(tokenizer) -> dict[str, list[int]]:
     """The words of ``ctxstair semantics``' groups with the tokens that spell them."""
-    from ctxstair.semantics.structure import word_tokens
-    from ctxstair.text.synthetic import SYNTHETIC_GROUPS
+    from ctxstair.semantics.structure import group_word_tokens
 
     if tokenizer is None:
         raise InputError("the word groups are found with the tokenizer: give --tokenizer")
-    words = dict.fromkeys(word for group in SYNTHETIC_GROUPS.values() for word in group.words)
-    return {word: tokens for word in words if (tokens := word_tokens(tokenizer, word))}
+    return group_word_tokens(tokenizer)
 
 
 def _ids(text: str) -> list[int]:

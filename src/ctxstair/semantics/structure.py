@@ -379,3 +379,11 @@ def word_tokens(tokenizer: TextTokenizer, word: str) -> list[int]:
     preferring the form with a leading space (see :meth:`TextTokenizer.word_token_id`)."""
     tokens = [tokenizer.word_token_id(spelling) for spelling in dict.fromkeys((word, word.capitalize()))]
     return list(dict.fromkeys(t for t in tokens if t is not None))
+
+
+def group_word_tokens(tokenizer: TextTokenizer,
+                      groups: dict[str, WordGroup] = SYNTHETIC_GROUPS) -> dict[str, list[int]]:
+    """Each word of ``groups`` that ``tokenizer`` spells with single tokens -> those tokens
+    (:func:`word_tokens`): what ``ctxstair corpus count --count groups`` counts."""
+    words = dict.fromkeys(word for group in groups.values() for word in group.words)
+    return {word: tokens for word in words if (tokens := word_tokens(tokenizer, word))}
