@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 LOADS = 5
-BROWSER_HELPERS = Path(__file__).resolve().parents[1] / "tests" / "explorer_helpers.py"
+BROWSER_HELPERS = Path(__file__).resolve().parents[1] / "tests" / "helpers" / "explorer_helpers.py"
 
 
 def _browser_helpers():

@@ -2,7 +2,7 @@
 defaults) and regenerate the verdict table of docs/recipes.md from the examples.
 
 The verdict table (:mod:`ctxstair.recipes.verdicts`) is built from these examples, and
-tests/test_verdicts.py checks that each still holds its recipe's current defaults and that the table
+tests/recipes/test_verdicts.py checks that each still holds its recipe's current defaults and that the table
 in docs/recipes.md is the one they give. For every recipe asked for (all by default) this runs
 ``ctxstair run NAME`` into a scratch directory and keeps ``summary.json`` with the configuration:
 ``config.yaml`` of a single run, ``recipe.json`` and each ``<part>/config.yaml`` of a recipe with

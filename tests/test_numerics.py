@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import SRC
 
 from ctxstair import cli, numerics
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 # Variables that steer the libraries' CPU code paths: cleared so that each case sets only its own.
 PATH_VARIABLES = ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA",
                   "NPY_DISABLE_CPU_FEATURES", "CTXSTAIR_REPRODUCIBLE", "CTXSTAIR_THREADS", "OMP_NUM_THREADS",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import SRC
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from ctxstair import progress
@@ -17,7 +18,6 @@ from ctxstair.cli import main
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.train import train_run
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 #: A run of a few seconds with its analysis (the alignment probe's steps report too).
 TINY_RUN = ["--set", "task.N=6", "--set", "model.d=8", "--set", "train.epochs=40", "--set", "snapshots.log_points=2",
             "--set", "snapshots.every=20", "--set", "analysis.probe_steps=6"]

@@ -15,6 +15,7 @@ import pytest
 pytestmark = pytest.mark.stress  # ≈ 5 min on 2 cores: `make stress`, run by CI after `make test`
 
 TESTS = Path(__file__).resolve().parents[1]
+HELPERS = TESTS / "helpers"  # family_models, which the worker imports
 RUNS = 50
 
 
@@ -29,7 +30,7 @@ def test_fifty_monitored_fsdp2_jobs_exit_0():
     for run in range(RUNS):
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
                "OMP_NUM_THREADS": "1", "PATHS": str(run % 2),
-               "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])}
+               "PYTHONPATH": os.pathsep.join([str(TESTS.parent / "src"), str(HELPERS)])}
         ranks = [subprocess.Popen([sys.executable, str(TESTS / "reliability" / "monitor_exit_worker.py")],
                                   env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True) for r in range(2)]

@@ -4,7 +4,7 @@ The claims and settings are the paper's as SPEC §8 and §9 state them, each rec
 (:class:`~ctxstair.recipes.base.Paper`, set in its module). Our setting and the measured key numbers
 are read from each recipe's recorded example, ``EXAMPLES/NAME/`` with its ``summary.json`` and
 resolved configuration (written by ``scripts/record_examples.py``), so the table says what was
-measured, not what the code would run today (tests/test_verdicts.py checks the two agree). The
+measured, not what the code would run today (tests/recipes/test_verdicts.py checks the two agree). The
 table stands in docs/recipes.md between :data:`BEGIN` and :data:`END`; ``--write`` replaces it
 there (``scripts/record_examples.py`` does after recording)::
 
