@@ -12,9 +12,9 @@ import pytest
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.recipes import run_recipe
 from ctxstair.recipes.learning import censored_median, onset_part, onset_rule
-from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
 SMALL = {

@@ -13,6 +13,7 @@ from recipe_helpers import check_report, key, recipe_runner, summary
 import ctxstair.recipes as recipes_package
 from ctxstair import rundir
 from ctxstair.alignment import distribution_match
+from ctxstair.analysis import measures as ms
 from ctxstair.config import load_yaml
 from ctxstair.errors import InputError
 from ctxstair.recipes import (
@@ -24,7 +25,6 @@ from ctxstair.recipes import (
     run_recipe,
     write_recipe_report,
 )
-from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
 #: Every registered recipe, by name (a new recipe module's recipes join by registering themselves).

@@ -23,10 +23,11 @@ from ctxstair.alignment import (
     partial_correlation,
     signature_cosine,
 )
+from ctxstair.analysis import measures as ms
 from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import label_law_figures, run_figures
-from ctxstair.report import measures as ms
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 
 #: Odd-part classes of 1..20 with at least three members: {1,2,4,8,16}, {3,6,12}, {5,10,20} (F2b, mul).
@@ -92,20 +93,20 @@ def judge_early(parts: dict[str, dict]) -> list[KeyNumber]:
     keys = []
     for part, n in parts.items():
         keys.append(KeyNumber(f"{part}: Pearson (Spearman) of S^emb with S^sig,(0) at epoch {EARLY_EPOCH}",
-                              f"{ms.fmt(n['pearson_at_100'])} ({ms.fmt(n['spearman_at_100'])})", "≥ 0.9",
+                              f"{fmt(n['pearson_at_100'])} ({fmt(n['spearman_at_100'])})", "≥ 0.9",
                               bool(n["pearson_at_100"] >= 0.9)))
         if "cluster_contrast" in n:
             keys.append(KeyNumber(f"{part}: odd-part clusters {{1,2,4,8,16}}, {{3,6,12}}, {{5,10,20}} in S^emb at "
                                   "epoch 100 (within − between mean cosine)",
-                                  f"{ms.fmt(n['cluster_contrast'])} (random partitions: 99th percentile "
-                                  f"{ms.fmt(n['null_p99'])}; in S^sig,(0): {ms.fmt(n['signature_contrast'])})",
+                                  f"{fmt(n['cluster_contrast'])} (random partitions: 99th percentile "
+                                  f"{fmt(n['null_p99'])}; in S^sig,(0): {fmt(n['signature_contrast'])})",
                                   "above the 99th percentile of random partitions of the same sizes",
                                   bool(n["cluster_contrast"] > n["null_p99"])))
         if "parity_early" in n:
             keys.append(KeyNumber(f"{part} (F1): alignment via c_k, k = N/2 = {n['k_half']} (odd/even), epoch "
                                   f"{EARLY_EPOCH} → {n['last_epoch']} (controlling for S^sig,(0))",
-                                  f"{ms.fmt(n['parity_early'])} → {ms.fmt(n['parity_late'])} "
-                                  f"({ms.fmt(n['parity_partial_early'])} → {ms.fmt(n['parity_partial_late'])})",
+                                  f"{fmt(n['parity_early'])} → {fmt(n['parity_late'])} "
+                                  f"({fmt(n['parity_partial_early'])} → {fmt(n['parity_partial_late'])})",
                                   "ordered line early; odd/even split late (rises by ≥ 0.1; seen with ReLU)",
                                   bool(n["parity_late"] - n["parity_early"] >= 0.1)))
     return keys
@@ -115,7 +116,7 @@ def describe_early(parts: dict[str, dict]) -> str:
     """The paragraph of ``early-geometry`` from :func:`measure_early`."""
     return (
         "At epoch 100 the embedding similarity of each task is compared with the similarity of the tokens' order-0 "
-        "label signatures: " + "; ".join(f"{p} Pearson {ms.fmt(s['pearson_at_100'])}" for p, s in parts.items())
+        "label signatures: " + "; ".join(f"{p} Pearson {fmt(s['pearson_at_100'])}" for p, s in parts.items())
         + ". With tanh, whose slope at 0 is 1, every token's embedding first moves along its own order-0 signature "
         "mapped by W_U, and the early geometry is the order-0 geometry for all three tasks (a band for add, an X for "
         "sub, odd-part clusters for mul). With ReLU, the paper's activation, the gate 1{h > 0} depends on the random "
@@ -207,13 +208,13 @@ def judge_label_law(laws: dict[str, dict]) -> list[KeyNumber]:
     for law, n in laws.items():
         match, prescribed, epoch = n["match"], n["prescribed"], n["epoch"]
         keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs φ^(y;0)_a at epoch {epoch} (labels 0..{n['labels'][-1]})",
-                              f"Pearson r {ms.fmt(match['pearson'])}, KL {ms.fmt(match['kl'], 4)}, "
-                              f"JSD {ms.fmt(match['jsd'], 4)}"
-                              f"; mass outside the labels {ms.fmt(n['outside'], 4)}",
+                              f"Pearson r {fmt(match['pearson'])}, KL {fmt(match['kl'], 4)}, "
+                              f"JSD {fmt(match['jsd'], 4)}"
+                              f"; mass outside the labels {fmt(n['outside'], 4)}",
                               "r ≥ 0.9, small KL and JSD", bool(match["pearson"] >= 0.9)))
         keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs the prescribed law p_a at epoch {epoch}",
-                              f"Pearson r {ms.fmt(prescribed['pearson'])}, KL {ms.fmt(prescribed['kl'], 4)}, "
-                              f"JSD {ms.fmt(prescribed['jsd'], 4)}",
+                              f"Pearson r {fmt(prescribed['pearson'])}, KL {fmt(prescribed['kl'], 4)}, "
+                              f"JSD {fmt(prescribed['jsd'], 4)}",
                               "reported: the model is trained on one draw of p_a, so it matches the draw (the "
                               "row above), and p_a only as far as the draw does (Pearson is undefined for the "
                               "constant uniform law: read KL and JSD)", None))
@@ -226,9 +227,9 @@ def describe_label_law(laws: dict[str, dict]) -> str:
         "One anchor token sits in every sequence and its labels follow a prescribed law. After training, the "
         "distribution predicted from the anchor's embedding alone, softmax(W_U w_a), is compared with the anchor's "
         "order-0 label signature (the empirical label law): "
-        + "; ".join(f"{law} r = {ms.fmt(float(n['match']['pearson']))}" for law, n in laws.items())
+        + "; ".join(f"{law} r = {fmt(float(n['match']['pearson']))}" for law, n in laws.items())
         + ". Against the prescribed laws p_a themselves (what the paper correlates with) the JSD is "
-        + "; ".join(f"{law} {ms.fmt(n['prescribed']['jsd'], 4)}" for law, n in laws.items()) + " nats."
+        + "; ".join(f"{law} {fmt(n['prescribed']['jsd'], 4)}" for law, n in laws.items()) + " nats."
     )
 
 

@@ -43,6 +43,8 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, fourier_signatures, partial_correlation, signature_cosine
 from ctxstair.alignment.similarity import permuted_partial_correlation, permuted_pearson
+from ctxstair.analysis import measures as ms
+from ctxstair.analysis.measures import LEARNED_ACC
 from ctxstair.config import (
     AnalysisConfig,
     InitConfig,
@@ -55,11 +57,10 @@ from ctxstair.config import (
 from ctxstair.errors import InputError
 from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, get, register
 from ctxstair.report import learning_figures
-from ctxstair.report import measures as ms
-from ctxstair.report.measures import LEARNED_ACC
+from ctxstair.report.formats import fmt, fmt_epochs
 from ctxstair.run import Run
 
-#: The learning threshold (:data:`ctxstair.report.measures.LEARNED_ACC`) as report text: "95 %".
+#: The learning threshold (:data:`ctxstair.analysis.measures.LEARNED_ACC`) as report text: "95 %".
 LEARNED = f"{LEARNED_ACC * 100:g} %"
 #: Held-out order-1 probe at which the embeddings count as aligned with order 1 (as attention-arith).
 ALIGNED_PROBE = 0.5
@@ -110,7 +111,7 @@ def measure_ffn(out: Path, paths: dict[str, Path]) -> dict:
     """The numbers of ``ffn-vs-attention``: per member of each part (``per``, :func:`_ffn_member`), the
     medians of final accuracy and probe per part (``med``), chance, the task tokens, whether every CBOW
     member learned and was aligned before it did, the attention probe's rise over the seeds
-    (:func:`~ctxstair.report.measures.probe_rise`) and the attention model's median best accuracy."""
+    (:func:`~ctxstair.analysis.measures.probe_rise`) and the attention model's median best accuracy."""
     per = {part: [_ffn_member(paths[part], m) for m in ms.members(paths[part])] for part in FFN_PARTS}
     cbow_learned = all(p["epoch_95"] is not None for p in per["cbow"])
     att_rise, att_noise, att_rises = ms.probe_rise(per["attention"])
@@ -129,35 +130,35 @@ def judge_ffn(n: dict) -> list[KeyNumber]:
     cbow, att = per["cbow"], per["attention"]
     return [
         KeyNumber("CBOW: training accuracy at the end",
-                  f"{ms.fmt(med['cbow']['final_accuracy'])} (chance {ms.fmt(chance)})",
+                  f"{fmt(med['cbow']['final_accuracy'])} (chance {fmt(chance)})",
                   f"learned: ≥ {LEARNED}", bool(med["cbow"]["final_accuracy"] >= LEARNED_ACC)),
         KeyNumber(f"attention-only: training accuracy at the end (median over {len(att)} seed(s))",
-                  f"{ms.fmt(med['attention']['final_accuracy'])} (chance {ms.fmt(chance)}; best per seed "
-                  f"{', '.join(ms.fmt(p['best_accuracy']) for p in att)})",
+                  f"{fmt(med['attention']['final_accuracy'])} (chance {fmt(chance)}; best per seed "
+                  f"{', '.join(fmt(p['best_accuracy']) for p in att)})",
                   f"fails: the median seed stays below {LEARNED} at every epoch",
                   bool(n["att_best"] < LEARNED_ACC)),
         KeyNumber(f"first epoch with training accuracy ≥ {LEARNED} (CBOW / attention-only)",
-                  f"{ms.fmt_epochs([p['epoch_95'] for p in cbow])} / {ms.fmt_epochs([p['epoch_95'] for p in att])}",
+                  f"{fmt_epochs([p['epoch_95'] for p in cbow])} / {fmt_epochs([p['epoch_95'] for p in att])}",
                   "CBOW within the budget; attention-only never", None),
-        KeyNumber("CBOW: held-out order-1 probe at the end", ms.fmt(med["cbow"]["probe_end"]),
+        KeyNumber("CBOW: held-out order-1 probe at the end", fmt(med["cbow"]["probe_end"]),
                   f"aligned with order 1: ≥ {ALIGNED_PROBE}", bool(med["cbow"]["probe_end"] >= ALIGNED_PROBE)),
         KeyNumber(f"attention-only: held-out order-1 probe, collinear phase → end (median over {len(att)} seed(s))",
-                  f"{ms.fmt(ms.median([p['probe_collinear'] for p in att]))} → {ms.fmt(med['attention']['probe_end'])} "
-                  f"(per seed at the end: {', '.join(ms.fmt(p['probe_end']) for p in att)}; median rise "
-                  f"{ms.fmt(n['att_rise'])}, seed-to-seed spread of the probe in the collinear phase "
-                  f"{ms.fmt(n['att_noise'])})",
+                  f"{fmt(ms.median([p['probe_collinear'] for p in att]))} → {fmt(med['attention']['probe_end'])} "
+                  f"(per seed at the end: {', '.join(fmt(p['probe_end']) for p in att)}; median rise "
+                  f"{fmt(n['att_rise'])}, seed-to-seed spread of the probe in the collinear phase "
+                  f"{fmt(n['att_noise'])})",
                   f"aligns with order 1: the median rise exceeds the collinear-phase spread, over ≥ {ms.MIN_SEEDS} "
                   f"seeds; whether it ends ≥ {ALIGNED_PROBE} is not judged (it depends on when each seed leaves "
                   "the plateau)", n["att_rises"]),
         KeyNumber(f"CBOW: held-out order-1 probe at the last snapshot before accuracy reached {LEARNED}",
                   ", ".join(f"never reached {LEARNED}" if p["epoch_95"] is None else
-                            f"{ms.fmt(p['probe_before_learned'])} at epoch {p['snapshot_before_learned']} "
+                            f"{fmt(p['probe_before_learned'])} at epoch {p['snapshot_before_learned']} "
                             f"({LEARNED} at {p['epoch_95']})" for p in cbow),
                   f"aligned before learned: ≥ {ALIGNED_PROBE}", n["aligned_first"]),
         KeyNumber(f"first snapshot with the order-1 probe ≥ {ALIGNED_PROBE}, and the accuracy then "
                   "(CBOW / attention-only)",
                   " / ".join(", ".join("never" if p["aligned_epoch"] is None else
-                                       f"{p['aligned_epoch']} ({ms.fmt(p['acc_at_aligned'])})" for p in per[part])
+                                       f"{p['aligned_epoch']} ({fmt(p['acc_at_aligned'])})" for p in per[part])
                              for part in FFN_PARTS),
                   "both align; only CBOW then learns", None),
     ]
@@ -169,17 +170,17 @@ def describe_ffn(n: dict) -> str:
     att_aligned = bool(n["att_rises"])
     return (
         f"Both models are trained on mod (N = {len(n['tokens'])}) with the same optimiser. The CBOW model ends at "
-        f"accuracy {ms.fmt(med['cbow']['final_accuracy'])} (member 0: ≥ {LEARNED} from epoch "
-        f"{ms.fmt_epochs([first_c['epoch_95']])})"
-        + (f", and its held-out order-1 probe was already {ms.fmt(first_c['probe_before_learned'])} at the last "
+        f"accuracy {fmt(med['cbow']['final_accuracy'])} (member 0: ≥ {LEARNED} from epoch "
+        f"{fmt_epochs([first_c['epoch_95']])})"
+        + (f", and its held-out order-1 probe was already {fmt(first_c['probe_before_learned'])} at the last "
            f"snapshot before that (epoch {first_c['snapshot_before_learned']})"
            if first_c["epoch_95"] is not None else "")
         + ". The attention-only model "
         + ("aligns with order 1 as well" if att_aligned else "does not align with order 1")
-        + f" (probe {ms.fmt(med['attention']['probe_end'])} at the end, median over {len(n['per']['attention'])} "
+        + f" (probe {fmt(med['attention']['probe_end'])} at the end, median over {len(n['per']['attention'])} "
         f"seeds; member 0 ≥ {ALIGNED_PROBE} first at epoch "
-        f"{ms.fmt_epochs([first_a['aligned_epoch']])}) and ends at accuracy "
-        f"{ms.fmt(med['attention']['final_accuracy'])} (chance {ms.fmt(n['chance'])})"
+        f"{fmt_epochs([first_a['aligned_epoch']])}) and ends at accuracy "
+        f"{fmt(med['attention']['final_accuracy'])} (chance {fmt(n['chance'])})"
         + (": signature structure is not a solution." if att_aligned and n["att_best"] < LEARNED_ACC else ".")
     )
 
@@ -208,8 +209,8 @@ def draw_ffn(paths: dict[str, Path], n: dict) -> Figures:
         last = rundir.snapshot_times(paths[part])[-1]
         W = rundir.load_snapshot(paths[part], last)["W_E"][0][tokens].astype(np.float64)
         p = per[part][0]
-        panels.append((f"{label}, epoch {last}\naccuracy {ms.fmt(p['final_accuracy'])}, order-1 probe "
-                       f"{ms.fmt(p['probe_end'])}", W))
+        panels.append((f"{label}, epoch {last}\naccuracy {fmt(p['final_accuracy'])}, order-1 probe "
+                       f"{fmt(p['probe_end'])}", W))
     return {
         "learning.png": ("Training accuracy (top) and the held-out order-1 probe (bottom) of the CBOW and the "
                          "attention-only model over training.",
@@ -436,7 +437,7 @@ SPECTRA_PARTS = {"add": "staircase-add", "mod": "staircase-mod"}
 
 def _pairs(values: list[float]) -> str:
     """'mean (min to max)' of a list of correlations."""
-    return f"{ms.fmt(float(np.mean(values)))} ({ms.fmt(min(values))} to {ms.fmt(max(values))})" if values else "n/a"
+    return f"{fmt(float(np.mean(values)))} ({fmt(min(values))} to {fmt(max(values))})" if values else "n/a"
 
 
 def _partial(S_emb: object, S_1: object, S0: np.ndarray) -> np.ndarray:
@@ -524,8 +525,8 @@ def _judge_spectra_part(task: str, n: dict) -> list[KeyNumber]:
     return [
         KeyNumber(f"{task}: k* = argmax over k > {SPECTRA_K_MIN - 1} of the Fourier alignment at epoch {last}, per "
                   f"seed (r; r controlling for S^sig,(0))",
-                  "; ".join(f"seed {p['seed']}: {p['k_star']} ({ms.fmt(p['r_star'], 2)}; "
-                            f"{ms.fmt(p['partial_r_star'], 2)})" for p in per),
+                  "; ".join(f"seed {p['seed']}: {p['k_star']} ({fmt(p['r_star'], 2)}; "
+                            f"{fmt(p['partial_r_star'], 2)})" for p in per),
                   "each seed best matched by its own frequency", None),
         KeyNumber(f"{task}: distinct k* over the seeds", f"{len(by_k)} of {len(per)} ({', '.join(map(str, by_k))})"
                   + (f"; shared: {shared}" if shared else "")
@@ -534,15 +535,15 @@ def _judge_spectra_part(task: str, n: dict) -> list[KeyNumber]:
                   f"a different frequency for every seed: {len(per)} of {len(per)}", len(by_k) == len(per)),
         KeyNumber(f"{task}: k* above chance: the best alignment over k > {SPECTRA_K_MIN - 1} against the same maximum "
                   f"with the tokens relabelled ({SPECTRA_PERMUTATIONS} permutations), p per seed",
-                  "; ".join(f"seed {p['seed']}: p = {p['null_p']:.3f} (r {ms.fmt(p['r_star'], 2)} vs 95 % of chance "
-                            f"{ms.fmt(p['null_q95'], 2)})" for p in per) + f"; {n['beating']} of {len(per)} below "
+                  "; ".join(f"seed {p['seed']}: p = {p['null_p']:.3f} (r {fmt(p['r_star'], 2)} vs 95 % of chance "
+                            f"{fmt(p['null_q95'], 2)})" for p in per) + f"; {n['beating']} of {len(per)} below "
                   f"{SPECTRA_ALPHA}",
                   f"every seed's k* a real match (p < {SPECTRA_ALPHA})", n["beating"] == len(per)),
         KeyNumber(f"{task}: Fourier alignment at k*: Pearson r, and r controlling for S^sig,(0) (median, range over "
                   f"seeds; seeds whose partialled r beats the best partialled r over k > {SPECTRA_K_MIN - 1} with the "
                   "tokens relabelled)",
-                  f"{ms.fmt(ms.median(r_stars))} ({ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}); "
-                  f"{ms.fmt(ms.median(partial_stars))} ({ms.fmt(min(partial_stars))} to {ms.fmt(max(partial_stars))}); "
+                  f"{fmt(ms.median(r_stars))} ({fmt(min(r_stars))} to {fmt(max(r_stars))}); "
+                  f"{fmt(ms.median(partial_stars))} ({fmt(min(partial_stars))} to {fmt(max(partial_stars))}); "
                   f"{n['partial_beating']} of {len(per)} above chance (p < {SPECTRA_ALPHA}: "
                   f"{', '.join(str(p['seed']) for p in per if p['partial_null_p'] < SPECTRA_ALPHA) or 'none'})",
                   "not asserted: how well k* matches", None),
@@ -551,7 +552,7 @@ def _judge_spectra_part(task: str, n: dict) -> list[KeyNumber]:
                   f"{_pairs(n['between'])}; {_pairs(n['between_partial'])}",
                   "different geometries: not asserted (no threshold in the paper)", None),
         KeyNumber(f"{task}: training accuracy at epoch {last} (median, min)",
-                  f"{ms.fmt(ms.median([p['accuracy'] for p in per]))}, {ms.fmt(min(p['accuracy'] for p in per))}",
+                  f"{fmt(ms.median([p['accuracy'] for p in per]))}, {fmt(min(p['accuracy'] for p in per))}",
                   "not asserted", None),
     ]
 
@@ -571,8 +572,8 @@ def _describe_spectra_part(task: str, n: dict) -> str:
         f"{n['chance_distinct']:.1f} distinct values on average; {n['beating']} of {len(per)} seeds' best alignments "
         f"beat the chance level of the best of "
         f"{n_k} frequencies with the tokens relabelled (p < {SPECTRA_ALPHA}). The alignment at k* is "
-        f"{ms.fmt(min(r_stars))} to {ms.fmt(max(r_stars))}, and {ms.fmt(min(partial_stars))} to "
-        f"{ms.fmt(max(partial_stars))} with S^sig,(0) partialled out."
+        f"{fmt(min(r_stars))} to {fmt(max(r_stars))}, and {fmt(min(partial_stars))} to "
+        f"{fmt(max(partial_stars))} with S^sig,(0) partialled out."
     )
 
 

@@ -54,6 +54,7 @@ import torch
 from ctxstair import rundir
 from ctxstair.alignment import mean_cosine
 from ctxstair.alignment.pca import pca
+from ctxstair.analysis import measures as ms
 from ctxstair.config import (
     AnalysisConfig,
     InitConfig,
@@ -66,7 +67,7 @@ from ctxstair.config import (
 from ctxstair.models import Ensemble
 from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import lineage_figures
-from ctxstair.report import measures as ms
+from ctxstair.report.formats import fmt, fmt_epochs
 from ctxstair.run import Run
 from ctxstair.tasks import Dataset
 
@@ -136,7 +137,7 @@ def _gamma(run: Path) -> float:
 
 def _values(values: list[float], digits: int = 2) -> str:
     """'0.62 [0.52, 0.66, 0.70]': the median over members, then every member's value."""
-    return f"{ms.fmt(ms.median(values), digits)} [{', '.join(ms.fmt(v, digits) for v in values)}]"
+    return f"{fmt(ms.median(values), digits)} [{', '.join(fmt(v, digits) for v in values)}]"
 
 
 def _answer(offset: int) -> str:
@@ -231,12 +232,12 @@ def judge_composite(n: dict) -> list[KeyNumber]:
     keys = [
         KeyNumber(f"inferential answer ({_answer(n['inf_off'])}) on the held-out pair: γ = {lo['gamma']:g} → "
                   f"γ = {hi['gamma']:g}",
-                  f"{ms.fmt(inf_lo)} → {ms.fmt(inf_hi)} of the held-out samples (median over seeds)",
+                  f"{fmt(inf_lo)} → {fmt(inf_hi)} of the held-out samples (median over seeds)",
                   f"small init → inferential: the majority answer (≥ {MAJORITY:g}) at the largest γ, not at the "
                   f"smallest", bool(inf_hi >= MAJORITY > inf_lo)),
     ]
     for p in parts:
-        other = ", ".join(f"{_answer(o)} ({ms.fmt(f)})" if o is not None else "none"
+        other = ", ".join(f"{_answer(o)} ({fmt(f)})" if o is not None else "none"
                           for o, f in zip(p["other_offset"], p["other_offset_fraction"]))
         keys.append(KeyNumber(
             f"γ = {p['gamma']:g}: held-out answers, inferential / symmetric ({_answer(n['sym_off'])}) / other",
@@ -265,15 +266,15 @@ def describe_composite(n: dict) -> str:
         "The attention-only model (learned positions; the CBOW model would see (x, 4, 3) and (x, 3, 4) as one "
         f"input) was trained on the composite task at γ ∈ {{{_gammas(parts, ', ')}}} and asked for the held-out "
         f"pair (4, 3). The fraction of held-out samples given the inferential answer {_answer(n['inf_off'])} goes "
-        f"from {ms.fmt(inf_lo)} at γ = {lo['gamma']:g} to {ms.fmt(inf_hi)} at γ = {hi['gamma']:g}: "
+        f"from {fmt(inf_lo)} at γ = {lo['gamma']:g} to {fmt(inf_hi)} at γ = {hi['gamma']:g}: "
         + ("small initialization composes the shifts, large initialization does not"
            if inf_hi >= MAJORITY > inf_lo else "the expected switch to the inferential answer at small initialization "
            "does not appear")
         + f". The symmetric answer {_answer(n['sym_off'])} gets at most "
-        f"{ms.fmt(max(ms.median(p['symmetric_end']) for p in parts))} of the held-out samples (median over seeds; "
-        f"{ms.fmt(max(max(p['symmetric_end']) for p in parts))} for the most symmetric seed) at any γ"
+        f"{fmt(max(ms.median(p['symmetric_end']) for p in parts))} of the held-out samples (median over seeds; "
+        f"{fmt(max(max(p['symmetric_end']) for p in parts))} for the most symmetric seed) at any γ"
         + (": at large initialization the models answer neither way." if inf_lo < MAJORITY else ".")
-        + f" Training accuracy at the end is {ms.fmt(min(min(p['train_acc']) for p in parts))} or more"
+        + f" Training accuracy at the end is {fmt(min(min(p['train_acc']) for p in parts))} or more"
         + ("." if n["fitted"] else f", below {FITTED_ACC:g} for some seed: their held-out answers are those of a "
            "model that has not fitted its training set.")
     )
@@ -387,7 +388,7 @@ def _lead(p: dict) -> float:
 
 def _pair(a: list[float], b: list[float]) -> str:
     """'0.94 / 0.90': the medians over members of two measures."""
-    return f"{ms.fmt(ms.median(a), 2)} / {ms.fmt(ms.median(b), 2)}"
+    return f"{fmt(ms.median(a), 2)} / {fmt(ms.median(b), 2)}"
 
 
 def _reasoning_first(p: dict) -> bool:
@@ -415,7 +416,7 @@ def judge_reason(n: dict) -> list[KeyNumber]:
     keys = [
         KeyNumber(f"small init favours reasoning: reasoning loss halves first at γ = {hi['gamma']:g}, with a larger "
                   f"lead (memory / reasoning halving epoch) than at γ = {lo['gamma']:g}",
-                  f"lead {' → '.join(ms.fmt(v, 2) for v in leads)} at γ = {_gammas(parts)}"
+                  f"lead {' → '.join(fmt(v, 2) for v in leads)} at γ = {_gammas(parts)}"
                   + ("" if n["all_first"] else "; the memory loss halves first (or together) for some seed"),
                   f"reasoning first at γ = {hi['gamma']:g}; lead larger at γ = {hi['gamma']:g} than at "
                   f"γ = {lo['gamma']:g}",
@@ -424,12 +425,12 @@ def judge_reason(n: dict) -> list[KeyNumber]:
     for p in parts:
         keys.append(KeyNumber(
             f"γ = {p['gamma']:g}: epoch at which the training loss has halved, reasoning / memory samples",
-            f"{ms.fmt_epochs(p['half_reasoning'])} / {ms.fmt_epochs(p['half_memory'])} (lead "
-            f"{ms.fmt(_lead(p), 2)}); largest memory − reasoning loss {_values(p['max_gap'])} nats at epoch "
-            f"{ms.fmt_epochs(p['max_gap_epoch'])}; "
+            f"{fmt_epochs(p['half_reasoning'])} / {fmt_epochs(p['half_memory'])} (lead "
+            f"{fmt(_lead(p), 2)}); largest memory − reasoning loss {_values(p['max_gap'])} nats at epoch "
+            f"{fmt_epochs(p['max_gap_epoch'])}; "
             "accuracy at the end "
             f"{_values(p['acc_reasoning'])} / {_values(p['acc_memory'])} (order-blind ceiling for memory "
-            f"{ms.fmt(p['ceiling_memory'])})", "reasoning first at small init", None))
+            f"{fmt(p['ceiling_memory'])})", "reasoning first at small init", None))
     return keys + [
         KeyNumber(f"accuracy on the held-out reasoning pairs (11, 13), (13, 11) at the end, γ = "
                   f"{_gammas(parts)}",
@@ -492,21 +493,21 @@ def describe_reason(n: dict) -> str:
         f"ordered anchor pair) samples at γ ∈ {{{_gammas(parts, ', ')}}}. "
         + ("The reasoning loss halves before the memory loss at every γ tried" if n["all_first"]
            else "The reasoning loss does not halve first at every γ tried")
-        + f"; the memory halving epoch over the reasoning one is {' → '.join(ms.fmt(v, 2) for v in leads)} "
+        + f"; the memory halving epoch over the reasoning one is {' → '.join(fmt(v, 2) for v in leads)} "
         f"from large to small initialization"
         + (", larger at the smallest initialization than at the largest" if leads[-1] > leads[0]
            else ", not larger at the smallest initialization than at the largest")
         + (", though not monotone in γ" if not n["monotone"] else "")
         + f". The largest gap between the two losses (memory minus reasoning) is "
-        f"{' → '.join(ms.fmt(ms.median(p['max_gap']), 2) for p in parts)} nats; at the end the training accuracy on "
+        f"{' → '.join(fmt(ms.median(p['max_gap']), 2) for p in parts)} nats; at the end the training accuracy on "
         f"reasoning / memory samples is {' → '.join(_pair(p['acc_reasoning'], p['acc_memory']) for p in parts)}."
-        + f" On the held-out pairs (11, 13), (13, 11) the accuracy at γ = {hi['gamma']:g} is {ms.fmt(held_hi)}"
+        + f" On the held-out pairs (11, 13), (13, 11) the accuracy at γ = {hi['gamma']:g} is {fmt(held_hi)}"
         + (": the rule is applied to unseen anchor pairs." if held_hi >= MAJORITY else
            f": the model does not generalise to them exactly (median distance of its answer from the label "
-           f"{ms.fmt(ms.median(hi['heldout_error']), 1)}).")
-        + f" The reasoning anchors lie in value order along PC1 (|Spearman| {ms.fmt(order_hi)} at "
+           f"{fmt(ms.median(hi['heldout_error']), 1)}).")
+        + f" The reasoning anchors lie in value order along PC1 (|Spearman| {fmt(order_hi)} at "
         f"γ = {hi['gamma']:g}); the memory anchors' mean cosine is "
-        f"{' → '.join(ms.fmt(cos_m[p['gamma']]) for p in parts)} from large to small initialization."
+        f"{' → '.join(fmt(cos_m[p['gamma']]) for p in parts)} from large to small initialization."
     )
 
 

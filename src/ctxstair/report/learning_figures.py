@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from ctxstair.report import measures as ms
+from ctxstair.analysis import measures as ms
 from ctxstair.report.figures import house_style, pca_scatter
 from ctxstair.report.run_figures import PALETTE, draw_aggregate
 
