@@ -37,15 +37,7 @@ from ctxstair import rundir
 from ctxstair.alignment.geometry import effective_rank
 from ctxstair.alignment.similarity import mean_cosine
 from ctxstair.analysis import measures as ms
-from ctxstair.config import (
-    AnalysisConfig,
-    InitConfig,
-    ModelConfig,
-    RunConfig,
-    SnapshotConfig,
-    TaskConfig,
-    TrainConfig,
-)
+from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import activation_figures
 from ctxstair.report.formats import fmt
@@ -236,7 +228,6 @@ def _span_int(values: list[int | None]) -> str:
     if not known:
         return "n/a"
     return str(min(known)) if min(known) == max(known) else f"{min(known)}–{max(known)}"
-
 
 
 register(TrainedRecipe(

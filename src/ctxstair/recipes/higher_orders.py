@@ -39,15 +39,7 @@ from ctxstair import rundir
 from ctxstair.analysis import measures as ms
 from ctxstair.analysis.order2 import read_order2
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import (
-    SPEC8_SETTINGS,
-    Figures,
-    KeyNumber,
-    Paper,
-    TrainedRecipe,
-    members_summary,
-    register,
-)
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, members_summary, register
 from ctxstair.report import higher_order_figures, run_figures
 from ctxstair.report.formats import fmt
 from ctxstair.run import Run

@@ -23,15 +23,7 @@ from ctxstair import rundir
 from ctxstair.analysis import measures as ms
 from ctxstair.analysis.order_shares import read_order_shares
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import (
-    SPEC8_SETTINGS,
-    Figures,
-    KeyNumber,
-    Paper,
-    TrainedRecipe,
-    members_summary,
-    register,
-)
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, members_summary, register
 from ctxstair.report import run_figures
 from ctxstair.report.formats import fmt
 
