@@ -38,6 +38,11 @@ def snapshot_logits(run: Run, epoch: int) -> np.ndarray:
         return run.model_at(epoch)(torch.from_numpy(run.dataset.X)).double().numpy()
 
 
+def _pearson(logits: np.ndarray, score: np.ndarray) -> float:
+    """Pearson r of one member's logits (flattened) with a superposition score (samples × labels)."""
+    return float(np.corrcoef(logits, score.ravel())[0, 1])
+
+
 def minmax_numbers(run: Run) -> dict:
     """The closed-form check, the superposition predictors and, per member, the logits' correlation
     with them at the order-0 peak and at the end."""
@@ -59,10 +64,10 @@ def minmax_numbers(run: Run) -> dict:
         _, acc = ms.metric_series(run.path, m, "acc")
         logits = {e: snapshot_logits(run, e)[m][:, sigs.labels].ravel() for e in (peak, last)}
         members.append(dict(member=m, acc_end=float(acc[-1]), peak_epoch=peak,
-                            order0_at_peak=ms.value_at(epochs, r0, peak),
-                            last_epoch=last, **{f"{name}_{when}": float(np.corrcoef(logits[e], ref.ravel())[0, 1])
-                                                for name, ref in (("corr", score), ("corr_weighted", weighted))
-                                                for when, e in (("peak", peak), ("end", last))}))
+                            order0_at_peak=ms.value_at(epochs, r0, peak), last_epoch=last,
+                            corr_peak=_pearson(logits[peak], score), corr_end=_pearson(logits[last], score),
+                            corr_weighted_peak=_pearson(logits[peak], weighted),
+                            corr_weighted_end=_pearson(logits[last], weighted)))
     return dict(N=N, closed_form_max_abs_diff=closed_error, superposition_accuracy=superposition_acc, ties=ties,
                 weighted_accuracy=weighted_acc, samples=int(dataset.n_samples), members=members)
 

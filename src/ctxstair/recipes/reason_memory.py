@@ -140,8 +140,9 @@ def reason_part(run: Path) -> dict:
         heldout_end=heldout[:, -1].tolist(),
         heldout_error=np.median(np.abs(held_pred - held["y"]), axis=1).tolist(),
         ceiling_memory=order_blind_ceiling(dataset.X[~is_r], dataset.y[~is_r]),
-        **{f"{k}_end": [e[k] for e in end] for k in end[0]},
-        **{f"{k}_half": [h[k] for h in at_half] for k in at_half[0]},
+        order_end=[e["order"] for e in end], cos_reasoning_end=[e["cos_reasoning"] for e in end],
+        cos_memory_end=[e["cos_memory"] for e in end], order_half=[h["order"] for h in at_half],
+        cos_reasoning_half=[h["cos_reasoning"] for h in at_half], cos_memory_half=[h["cos_memory"] for h in at_half],
         anchors=anchors.tolist(), reasoning=reasoning.tolist(), memory=memory.tolist(), anchor_rows=W_end[0][anchors],
     )
 
