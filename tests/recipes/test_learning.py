@@ -1,7 +1,7 @@
-"""The learning recipes (SPEC §8 F8a, F9, App. D; ``ctxstair.recipes.learning``) at reduced sizes,
-read back from the files they write: summary.csv, summary.json, metrics.jsonl, alignment.csv and
-report.html. The F9 rule (medians with censoring) is also checked on hand-made rows. Full-size runs
-are marked slow."""
+"""The learning recipes (SPEC §8 F8a, F9, App. D: ``ctxstair.recipes.ffn_vs_attention``,
+``modulus_onset``, ``seed_spectra``) at reduced sizes, read back from the files they write:
+summary.csv, summary.json, metrics.jsonl, alignment.csv and report.html. The F9 rule (medians with
+censoring) is also checked on hand-made rows. Full-size runs are marked slow."""
 
 import csv
 import json
@@ -12,9 +12,9 @@ import pytest
 from recipe_helpers import check_report, key, recipe_runner, summary
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.recipes import run_recipe
-from ctxstair.recipes.learning import censored_median, onset_part, onset_rule
-from ctxstair.report import measures as ms
+from ctxstair.recipes.modulus_onset import censored_median, onset_part, onset_rule
 from ctxstair.run import Run
 
 SMALL = {

@@ -15,7 +15,9 @@ from ctxstair import rundir, tasks
 from ctxstair.alignment import mean_cosine
 from ctxstair.config import load_yaml
 from ctxstair.models import CBOWEnsemble, MemberSpec, build_ensemble
-from ctxstair.recipes import lineage, run_recipe
+from ctxstair.recipes import run_recipe
+from ctxstair.recipes.anchor_lineage import order_along_pc1, part_name
+from ctxstair.recipes.reason_memory import halving_epoch, order_blind_ceiling
 
 SMALL = {
     # 3 γ parts × 2 seeds; a few hundred samples and 60 epochs: ≈ 6 s each. Nothing is learned yet;
@@ -137,7 +139,7 @@ def test_reason_memory_measures_from_snapshots(runs):
     """Loss per group, halving epochs, held-out accuracy and the memory ceiling recomputed here."""
     out = runs("reason-memory")
     for part in summary(out)["parts"]:
-        run = out / lineage.part_name(part["gamma"])
+        run = out / part_name(part["gamma"])
         cfg = load_yaml((run / "config.yaml").read_text())
         dataset = tasks.make(cfg.task.name, **cfg.task.params)
         is_r = dataset.meta["is_reasoning"]
@@ -168,21 +170,21 @@ def test_order_blind_ceiling():
     X = np.array([[1, 2], [2, 1], [1, 2], [3, 3], [2, 1]])
     y = np.array([5, 6, 5, 7, 6])
     # {1, 2}: labels 5, 6, 5, 6 → at most 2 right; {3, 3}: 1 → 3 of 5
-    assert lineage.order_blind_ceiling(X, y) == pytest.approx(3 / 5)
-    assert lineage.order_blind_ceiling(X[:3], np.array([5, 5, 5])) == 1.0
+    assert order_blind_ceiling(X, y) == pytest.approx(3 / 5)
+    assert order_blind_ceiling(X[:3], np.array([5, 5, 5])) == 1.0
 
 
 def test_geometry_measures():
     values = np.arange(10)
     line = np.outer(values, np.array([1.0, 2.0, -1.0])) + 0.01 * np.random.default_rng(0).normal(size=(10, 3))
-    assert lineage.order_along_pc1(line, values) == pytest.approx((1.0, 1.0), abs=1e-4)
-    assert lineage.order_along_pc1(line, values[::-1])[0] == pytest.approx(1.0)  # the sign of PC1 does not matter
+    assert order_along_pc1(line, values) == pytest.approx((1.0, 1.0), abs=1e-4)
+    assert order_along_pc1(line, values[::-1])[0] == pytest.approx(1.0)  # the sign of PC1 does not matter
     shuffled = np.random.default_rng(1).permutation(values)
-    assert lineage.order_along_pc1(line, shuffled)[0] < 0.9
+    assert order_along_pc1(line, shuffled)[0] < 0.9
     assert mean_cosine(np.ones((4, 3))) == pytest.approx(1.0)
     assert mean_cosine(np.eye(4)) == pytest.approx(0.0)
-    assert lineage.halving_epoch(np.array([0, 10, 20, 30]), np.array([4.0, 3.0, 2.0, 1.0])) == 20
-    assert lineage.halving_epoch(np.array([0, 10]), np.array([4.0, 3.0])) is None
+    assert halving_epoch(np.array([0, 10, 20, 30]), np.array([4.0, 3.0, 2.0, 1.0])) == 20
+    assert halving_epoch(np.array([0, 10]), np.array([4.0, 3.0])) is None
 
 
 # ---------------------------------------------------------------- full size (opt-in)

@@ -13,6 +13,7 @@ from recipe_helpers import RECIPE_NAMES, check_report, key, recipe_runner, summa
 import ctxstair.recipes as recipes_package
 from ctxstair import rundir
 from ctxstair.alignment import distribution_match
+from ctxstair.analysis import measures as ms
 from ctxstair.config import load_yaml
 from ctxstair.errors import InputError
 from ctxstair.recipes import (
@@ -24,7 +25,6 @@ from ctxstair.recipes import (
     run_recipe,
     write_recipe_report,
 )
-from ctxstair.report import measures as ms
 from ctxstair.run import Run
 
 SMALL = {
@@ -211,14 +211,26 @@ def test_bad_input_leaves_no_directory(tmp_path, name, overrides, needle):
 
 
 def test_recipe_registry():
-    """Every module of ctxstair.recipes but base and verdicts registers recipes, each of one of the three kinds."""
+    """Every module of ctxstair.recipes but the shared ones registers recipes, each of one of the three kinds."""
     kinds = (TrainedRecipe, ComputedRecipe, TrainerRecipe)
     assert all(isinstance(recipe, kinds) for recipe in all_recipes())
     defining = {recipe.measure.__module__ for recipe in all_recipes()}
     modules = {f"ctxstair.recipes.{m.name}" for m in pkgutil.iter_modules(recipes_package.__path__)}
-    assert defining == modules - {"ctxstair.recipes.base", "ctxstair.recipes.verdicts"}
+    assert defining == modules - {f"ctxstair.recipes.{m}" for m in recipes_package.SHARED}
     assert get("label-law").runs().keys() == {"uniform", "normal", "poisson", "exp"}
     assert list(get("staircase-add").runs()) == [""]
+
+
+def test_each_recipe_lives_in_the_module_named_after_it():
+    """``seed-spectra`` in ``seed_spectra.py``; variants of one experiment in their family's module
+    (``staircase-add`` in ``staircase.py``); every part of a recipe's report in its own module (or
+    one of ``base``'s, such as ``members_summary``)."""
+    for recipe in all_recipes():
+        parts = {recipe.measure, recipe.judge, recipe.describe, recipe.draw, recipe.summary}
+        modules = {part.__module__ for part in parts} - {"ctxstair.recipes.base"}
+        assert len(modules) == 1, (recipe.name, modules)
+        room = modules.pop().rsplit(".", 1)[1].replace("_", "-")
+        assert recipe.name == room or recipe.name.startswith(f"{room}-"), (recipe.name, room)
 
 
 def test_existing_recipe_directory_is_refused(tmp_path):

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from ctxstair import rundir
+from ctxstair.analysis.measures import rho_next_course
 from ctxstair.report.figures import save_figure
-from ctxstair.report.measures import rho_next_course
 from ctxstair.report.sweep_figures import rho_next_curves_figure
 
 

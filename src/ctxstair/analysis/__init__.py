@@ -14,6 +14,9 @@ name                  writes                  what
 ``lm_staircase``      ``lm_analysis.csv``     ρ_next, the prefix probe, attention paths, path shares (SPEC §7)
 ====================  ======================  ==================================================
 
+Beside the analyses, ``measures`` writes nothing: it holds the named measures (the order-0 peak, the
+learning onset, chance, ...) that recipes, their figures and sweeps read off a run directory.
+
     from ctxstair.analysis import analyse
     analyse("runs/staircase-add", ["alignment", "order_shares"])
 """

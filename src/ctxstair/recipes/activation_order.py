@@ -36,18 +36,11 @@ import numpy as np
 from ctxstair import rundir
 from ctxstair.alignment.geometry import effective_rank
 from ctxstair.alignment.similarity import mean_cosine
-from ctxstair.config import (
-    AnalysisConfig,
-    InitConfig,
-    ModelConfig,
-    RunConfig,
-    SnapshotConfig,
-    TaskConfig,
-    TrainConfig,
-)
+from ctxstair.analysis import measures as ms
+from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import activation_figures
-from ctxstair.report import measures as ms
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 
 LENGTHS = (2, 3, 4)
@@ -154,8 +147,8 @@ def judge(n: dict) -> list[KeyNumber]:
         KeyNumber("collapsed embeddings when K < L (effective rank of W_E[tokens] at the end)",
                   f"collapsed in {len(below) - len(not_collapsed)} of {len(below)} K < L cells"
                   + (f"; not in {exceptions}" if not_collapsed else "")
-                  + f"; K ≥ L cells ≥ {ms.fmt(n['rank_above'], 2)}; random rows at epoch 0: "
-                  f"{ms.fmt(n['rank_init'], 2)}",
+                  + f"; K ≥ L cells ≥ {fmt(n['rank_above'], 2)}; random rows at epoch 0: "
+                  f"{fmt(n['rank_init'], 2)}",
                   f"every K < L cell collapsed (≤ {COLLAPSED_FRACTION:g} × its effective rank at epoch 0)",
                   not not_collapsed if below else None),
         *(_cell_key(c) for c in cells.values()),
@@ -189,9 +182,9 @@ def describe(n: dict) -> str:
         + (f"; undecided: {', '.join(undecided)}" if undecided else "")
         + (f"; it fails in {', '.join(failed)}" if failed else "")
         + f". Where K < L the embeddings collapse (effective rank ≤ {COLLAPSED_FRACTION:g} × its initial "
-        f"{ms.fmt(n['rank_init'], 2)}) in {len(below) - len(not_collapsed)} of {len(below)} cells"
+        f"{fmt(n['rank_init'], 2)}) in {len(below) - len(not_collapsed)} of {len(below)} cells"
         + (f" (not in {', '.join(not_collapsed)})" if not_collapsed else "")
-        + f"; where K ≥ L the effective rank stays at least {ms.fmt(n['rank_above'], 2)}."
+        + f"; where K ≥ L the effective rank stays at least {fmt(n['rank_above'], 2)}."
         + (" The cells that do not collapse have even K: σ'(h) = K h^(K−1) is then odd, so each embedding's own "
            "order-0 drift is proportional to itself and, under Adam's per-coordinate steps, keeps its random "
            "signs (docs/recipes.md: under gradient descent these cells collapse too)."
@@ -225,7 +218,7 @@ def summarise(n: dict) -> dict:
 
 def _span(values: list[float], digits: int = 3) -> str:
     """'0.512' for one member or equal values, '0.100–0.118' (or '-0.08 to 0.02') for a range over members."""
-    lo, hi = ms.fmt(min(values), digits), ms.fmt(max(values), digits)
+    lo, hi = fmt(min(values), digits), fmt(max(values), digits)
     return lo if lo == hi else f"{lo} to {hi}" if min(values) < 0 else f"{lo}–{hi}"
 
 
@@ -235,7 +228,6 @@ def _span_int(values: list[int | None]) -> str:
     if not known:
         return "n/a"
     return str(min(known)) if min(known) == max(known) else f"{min(known)}–{max(known)}"
-
 
 
 register(TrainedRecipe(

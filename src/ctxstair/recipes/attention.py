@@ -25,12 +25,13 @@ import numpy as np
 
 from ctxstair import rundir
 from ctxstair.alignment import compare, cosine_matrix, mean_cosine, signature_cosine
+from ctxstair.analysis import measures as ms
 from ctxstair.analysis.attention_groups import group_series, read_attention_run
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, SnapshotConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, members_summary, register
 from ctxstair.recipes.staircase import member_add_numbers
 from ctxstair.report import attention_figures, run_figures
-from ctxstair.report import measures as ms
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 from ctxstair.theory.attention_run import PATHS
 
@@ -76,7 +77,7 @@ def _add_numbers(run: Path, m: int) -> dict:
 def measure_arith(out: Path, paths: dict[str, Path]) -> dict:
     """The numbers of ``attention-arith``: per member of each part (``add``, ``mod``), their medians
     (``a``, ``b``), member 0 of each (``fa``, ``fb``) and the mod probe's rise over the seeds
-    (:func:`~ctxstair.report.measures.probe_rise`: ``rise``, ``noise``, ``rises``)."""
+    (:func:`~ctxstair.analysis.measures.probe_rise`: ``rise``, ``noise``, ``rises``)."""
     add = [_add_numbers(paths["add"], m) for m in ms.members(paths["add"])]
     mod = [_mod_numbers(paths["mod"], m) for m in ms.members(paths["mod"])]
     rise, noise, rises = ms.probe_rise(mod)
@@ -91,31 +92,31 @@ def judge_arith(n: dict) -> list[KeyNumber]:
     a, b, fa, fb, mod = n["a"], n["b"], n["fa"], n["fb"], n["mod"]
     return [
         KeyNumber("add: order-0 Pearson at its early peak",
-                  f"{ms.fmt(a['peak'])} at epoch {fa['peak_epoch']} (loss {ms.fmt(fa['peak_loss'], 2)}; halfway "
-                  f"{ms.fmt(fa['halfway'], 2)})", "≥ 0.9, before the loss has fallen halfway", bool(a["peak"] >= 0.9)),
+                  f"{fmt(a['peak'])} at epoch {fa['peak_epoch']} (loss {fmt(fa['peak_loss'], 2)}; halfway "
+                  f"{fmt(fa['halfway'], 2)})", "≥ 0.9, before the loss has fallen halfway", bool(a["peak"] >= 0.9)),
         KeyNumber("add: held-out order-1 probe vs order 0 at the end",
-                  f"{ms.fmt(a['probe_end'])} vs {ms.fmt(a['end'])} (zero-mean probe {ms.fmt(a['probe0_end'])})",
+                  f"{fmt(a['probe_end'])} vs {fmt(a['end'])} (zero-mean probe {fmt(a['probe0_end'])})",
                   "order 1 above order 0 late", bool(a["probe_end"] > a["end"])),
         KeyNumber("add: training accuracy at the end",
-                  f"{ms.fmt(a['acc_end'])} (100 % first at epoch {fa['acc_full']})",
+                  f"{fmt(a['acc_end'])} (100 % first at epoch {fa['acc_full']})",
                   "100 %", bool(a["acc_end"] >= 1.0)),
         KeyNumber("mod: order-0 1 − MSE at its maximum (all order-0 signatures are equal)",
-                  f"{ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}",
+                  f"{fmt(b['collinear'])} at epoch {fb['collinear_epoch']}",
                   "≈ 1: embeddings collinear early; met if ≥ 0.9",
                   bool(b["collinear"] >= 0.9)),
         KeyNumber(f"mod: held-out order-1 probe, collinear phase → end (median over {len(mod)} seed(s))",
-                  f"{ms.fmt(b['probe_collinear'])} → {ms.fmt(b['probe_end'])} (per seed at the end: "
-                  f"{', '.join(ms.fmt(p['probe_end']) for p in mod)}; median rise {ms.fmt(n['rise'])}, seed-to-seed "
-                  f"spread of the probe in the collinear phase {ms.fmt(n['noise'])})",
+                  f"{fmt(b['probe_collinear'])} → {fmt(b['probe_end'])} (per seed at the end: "
+                  f"{', '.join(fmt(p['probe_end']) for p in mod)}; median rise {fmt(n['rise'])}, seed-to-seed "
+                  f"spread of the probe in the collinear phase {fmt(n['noise'])})",
                   "order-1 structure forms later: the median rise exceeds the collinear-phase spread, over ≥ 3 "
                   "seeds; the end value itself is not judged (it depends on when each seed leaves the plateau)",
                   n["rises"]),
-        KeyNumber("mod: training accuracy at the end", f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}; "
+        KeyNumber("mod: training accuracy at the end", f"{fmt(b['acc_end'])} (chance {fmt(fb['chance'])}; "
                   f"≥ 95 % first at epoch {fb['learned']})",
                   "not asserted: the paper's F8a finds attention-only aligns with order 1 but fails mod (N = 40)",
                   None),
         KeyNumber("value-path share of the update at initialization (add / mod)",
-                  f"{ms.fmt(a['value_share_init'])} / {ms.fmt(b['value_share_init'])}",
+                  f"{fmt(a['value_share_init'])} / {fmt(b['value_share_init'])}",
                   "≈ 1 at small init (W_Q W_K tiny, so keys and query barely move; SPEC §6.3); met if ≥ 0.9",
                   bool(a["value_share_init"] >= 0.9 and b["value_share_init"] >= 0.9)),
     ]
@@ -126,13 +127,13 @@ def describe_arith(n: dict) -> str:
     a, b, fa, fb = n["a"], n["b"], n["fa"], n["fb"]
     return (
         f"The attention-only model trained on add (N = 20) first lines up its embeddings with the order-0 label "
-        f"signature (Pearson {ms.fmt(a['peak'])} at epoch {fa['peak_epoch']}, loss still above halfway) and ends with "
-        f"the held-out order-1 probe at {ms.fmt(a['probe_end'])} against {ms.fmt(a['end'])} for order 0 "
-        f"(accuracy {ms.fmt(a['acc_end'])}). On mod, where every order-0 signature is the same, the embeddings first "
-        f"become collinear (1 − MSE {ms.fmt(b['collinear'])} at epoch {fb['collinear_epoch']}) and the order-1 probe "
-        f"then rises from {ms.fmt(b['probe_collinear'])} to {ms.fmt(b['probe_end'])} (medians over {len(n['mod'])} "
+        f"signature (Pearson {fmt(a['peak'])} at epoch {fa['peak_epoch']}, loss still above halfway) and ends with "
+        f"the held-out order-1 probe at {fmt(a['probe_end'])} against {fmt(a['end'])} for order 0 "
+        f"(accuracy {fmt(a['acc_end'])}). On mod, where every order-0 signature is the same, the embeddings first "
+        f"become collinear (1 − MSE {fmt(b['collinear'])} at epoch {fb['collinear_epoch']}) and the order-1 probe "
+        f"then rises from {fmt(b['probe_collinear'])} to {fmt(b['probe_end'])} (medians over {len(n['mod'])} "
         f"seeds; where it ends varies from seed to seed), while accuracy ends at "
-        f"{ms.fmt(b['acc_end'])} (chance {ms.fmt(fb['chance'])}): the staircase of signature orders appears in the "
+        f"{fmt(b['acc_end'])} (chance {fmt(fb['chance'])}): the staircase of signature orders appears in the "
         f"attention model too, and on mod the structure forms without the task being solved (compare F8a)."
     )
 
@@ -203,29 +204,29 @@ def judge_parity(n: dict) -> list[KeyNumber]:
     med, f, L, noise_change = n["med"], n["first"], n["L"], n["noise_change"]
     return [
         KeyNumber("attention on the anchor (per sample), start → end",
-                  f"{ms.fmt(med['att_anchor0'])} → {ms.fmt(med['att_anchor_end'])}",
-                  f"grows from 1/L = {ms.fmt(1 / L)} toward 1; met if ≥ 0.5", bool(med["att_anchor_end"] >= 0.5)),
+                  f"{fmt(med['att_anchor0'])} → {fmt(med['att_anchor_end'])}",
+                  f"grows from 1/L = {fmt(1 / L)} toward 1; met if ≥ 0.5", bool(med["att_anchor_end"] >= 0.5)),
         KeyNumber("attention on each noise position, start → end",
-                  f"{ms.fmt(med['att_noise0'])} → {ms.fmt(med['att_noise_end'], 4)} "
+                  f"{fmt(med['att_noise0'])} → {fmt(med['att_noise_end'], 4)} "
                   f"(below 0.1/L from epoch {f['left_epoch']})",
-                  f"falls toward 0; met if ≤ 0.1/L = {ms.fmt(0.1 / L, 4)}", bool(med["att_noise_end"] <= 0.1 / L)),
+                  f"falls toward 0; met if ≤ 0.1/L = {fmt(0.1 / L, 4)}", bool(med["att_noise_end"] <= 0.1 / L)),
         KeyNumber("mean anchor embedding norm: start → when attention has left the noise → end",
-                  f"{ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])} → "
-                  f"{ms.fmt(med['norm_anchor_end'])}",
+                  f"{fmt(med['norm_anchor0'])} → {fmt(med['norm_anchor_left'])} → "
+                  f"{fmt(med['norm_anchor_end'])}",
                   "keeps growing once attention is on the anchors; met if end ≥ 1.5 × that point",
                   bool(n["left"] and n["anchor_growth"] >= 1.5)),
         KeyNumber("mean noise embedding norm: start → when attention has left the noise → end",
-                  f"{ms.fmt(med['norm_noise0'])} → {ms.fmt(med['norm_noise_left'])} → {ms.fmt(med['norm_noise_end'])} "
+                  f"{fmt(med['norm_noise0'])} → {fmt(med['norm_noise_left'])} → {fmt(med['norm_noise_end'])} "
                   f"({noise_change:+.1%} after attention left)",
                   "stays flat once no attention reaches it; met if within ±10 % after that point",
                   bool(n["left"] and abs(noise_change) <= 0.1)),
         KeyNumber("parity split: Pearson of S^emb over anchors with their order-0 signature similarity, end",
-                  ms.fmt(med["split"]), "≥ 0.9 (anchors split by parity)", bool(med["split"] >= 0.9)),
-        KeyNumber("noise embeddings: mean pairwise cosine at the end", ms.fmt(med["noise_cos"]),
+                  fmt(med["split"]), "≥ 0.9 (anchors split by parity)", bool(med["split"] >= 0.9)),
+        KeyNumber("noise embeddings: mean pairwise cosine at the end", fmt(med["noise_cos"]),
                   "high: noise embeddings point one way; met if ≥ 0.9", bool(med["noise_cos"] >= 0.9)),
-        KeyNumber("value-path share of the anchors' update at initialization", ms.fmt(med["value_share_init"]),
+        KeyNumber("value-path share of the anchors' update at initialization", fmt(med["value_share_init"]),
                   "≈ 1 at small init (W_Q W_K tiny); met if ≥ 0.9", bool(med["value_share_init"] >= 0.9)),
-        KeyNumber("key-path share of the noise tokens' update at the end", ms.fmt(med["key_share_noise_end"]),
+        KeyNumber("key-path share of the noise tokens' update at the end", fmt(med["key_share_noise_end"]),
                   "what still moves noise is their role as keys (being ignored)", None),
     ]
 
@@ -235,16 +236,16 @@ def describe_parity(n: dict) -> str:
     med = n["med"]
     return (
         f"One anchor among {n['L'] - 1} noise tokens decides the label (its parity). Attention on the anchor goes from "
-        f"{ms.fmt(med['att_anchor0'])} (uniform) to {ms.fmt(med['att_anchor_end'])}, and each noise position's from "
-        f"{ms.fmt(med['att_noise0'])} to {ms.fmt(med['att_noise_end'], 4)}. Early on every embedding grows alike "
-        f"(anchors {ms.fmt(med['norm_anchor0'])} → {ms.fmt(med['norm_anchor_left'])}, "
-        f"noise {ms.fmt(med['norm_noise0'])} → "
-        f"{ms.fmt(med['norm_noise_left'])}, while the label marginal is learned through the value path at uniform "
+        f"{fmt(med['att_anchor0'])} (uniform) to {fmt(med['att_anchor_end'])}, and each noise position's from "
+        f"{fmt(med['att_noise0'])} to {fmt(med['att_noise_end'], 4)}. Early on every embedding grows alike "
+        f"(anchors {fmt(med['norm_anchor0'])} → {fmt(med['norm_anchor_left'])}, "
+        f"noise {fmt(med['norm_noise0'])} → "
+        f"{fmt(med['norm_noise_left'])}, while the label marginal is learned through the value path at uniform "
         f"attention); once attention has left the noise (epoch {n['first']['left_epoch']}) the noise norms change by "
         f"{n['noise_change']:+.1%} while the anchor norms grow {n['anchor_growth']:.1f}-fold: attention sets the rate. "
         "The anchors "
-        f"split by parity (Pearson {ms.fmt(med['split'])} with their order-0 signature similarity) and the noise "
-        f"embeddings point one way (mean cosine {ms.fmt(med['noise_cos'])})."
+        f"split by parity (Pearson {fmt(med['split'])} with their order-0 signature similarity) and the noise "
+        f"embeddings point one way (mean cosine {fmt(med['noise_cos'])})."
     )
 
 

@@ -36,19 +36,12 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.analysis.order2 import read_order2
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import (
-    SPEC8_SETTINGS,
-    Figures,
-    KeyNumber,
-    Paper,
-    TrainedRecipe,
-    members_summary,
-    register,
-)
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, members_summary, register
 from ctxstair.report import higher_order_figures, run_figures
-from ctxstair.report import measures as ms
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 
 #: "≈ 1" and "≈ 0" in the expectation of SPEC §8 row C.
@@ -108,7 +101,7 @@ def measure(out: Path, paths: dict[str, Path]) -> dict:
 
 def _each(per: list[dict], key: str) -> str:
     """One value per seed."""
-    return ", ".join("never" if p[key] is None else ms.fmt(p[key]) if isinstance(p[key], float) else str(p[key])
+    return ", ".join("never" if p[key] is None else fmt(p[key]) if isinstance(p[key], float) else str(p[key])
                      for p in per)
 
 
@@ -135,7 +128,7 @@ def judge(n: dict) -> list[KeyNumber]:
         KeyNumber("order-0 1 − MSE: minimum after the peak", f"{each('dip')} at epochs {each('dip_epoch')}",
                   "negative, between the peak and the end", all(p["dip"] < 0 for p in per) and ordered),
         KeyNumber(f"order-0 1 − MSE at the end (per seed; judged on the median over {len(per)})",
-                  f"{each('end')} (median {ms.fmt(med['end'])})",
+                  f"{each('end')} (median {fmt(med['end'])})",
                   f"≈ 0 (|median| ≤ {NEAR_ZERO}, over ≥ {ms.MIN_SEEDS} seeds: a single seed's end value moved by 0.09 "
                   "between two code paths)", bool(abs(med["end"]) <= NEAR_ZERO) if len(per) >= ms.MIN_SEEDS else None),
         KeyNumber("order-1 probe on the task tokens, held-out, at the end", f"{each('r1_end')} (defined at "
@@ -173,19 +166,19 @@ def describe(n: dict) -> str:
     return (
         f"On X = (a1, a2, x), y = (s(a1) + s(a2) + x) mod {n['p']} with {n_anchors} anchors every "
         f"task token's order-0 signature is the same, so the order-0 alignment is read as 1 − MSE: it rises to "
-        f"{ms.fmt(med['peak'])} "
-        f"(1 means collinear embeddings), falls to {ms.fmt(med['dip'])} around epoch {first['dip_epoch']} and ends at "
-        f"{ms.fmt(med['end'])} (median over {len(per)} seeds). On the task tokens the order-1 probe ends at "
-        f"{ms.fmt(med['r1_end'])} and the order-2 probe at {ms.fmt(med['r2_end'])}. "
+        f"{fmt(med['peak'])} "
+        f"(1 means collinear embeddings), falls to {fmt(med['dip'])} around epoch {first['dip_epoch']} and ends at "
+        f"{fmt(med['end'])} (median over {len(per)} seeds). On the task tokens the order-1 probe ends at "
+        f"{fmt(med['r1_end'])} and the order-2 probe at {fmt(med['r2_end'])}. "
         + ("Every residue is a shift, so the anchors' order-1 signatures are all the same and only order 2 tells "
            "them apart. " if blind else
            f"The anchors' shifts cover {n['shifts']} of the {n['p']} residues, "
            f"so their order-1 signatures differ"
            + (f" (two anchors per shift, of two kinds; a pair of different kinds adds {n['cross_shift']} "
               "to the label, which only order 2 sees)" if n["cross_shift"] else "")
-           + f": on the anchors alone the order-1 probe ends at {ms.fmt(med['anchors_r1_end'])} and the order-2 "
-           f"probe at {ms.fmt(med['anchors_r2_end'])}. ")
-        + f"Training accuracy ends at {ms.fmt(med['acc_end'])}."
+           + f": on the anchors alone the order-1 probe ends at {fmt(med['anchors_r1_end'])} and the order-2 "
+           f"probe at {fmt(med['anchors_r2_end'])}. ")
+        + f"Training accuracy ends at {fmt(med['acc_end'])}."
     )
 
 

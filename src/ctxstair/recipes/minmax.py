@@ -23,10 +23,11 @@ import numpy as np
 import torch
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, register
-from ctxstair.report import measures as ms
 from ctxstair.report import minmax_figures, run_figures
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 from ctxstair.signatures.superposition import closed_form_signatures, superposition_scores
 
@@ -35,6 +36,11 @@ def snapshot_logits(run: Run, epoch: int) -> np.ndarray:
     """Logits (K, n, V) of every member on the run's whole dataset at a snapshot, through the model's own forward."""
     with torch.no_grad():
         return run.model_at(epoch)(torch.from_numpy(run.dataset.X)).double().numpy()
+
+
+def _pearson(logits: np.ndarray, score: np.ndarray) -> float:
+    """Pearson r of one member's logits (flattened) with a superposition score (samples × labels)."""
+    return float(np.corrcoef(logits, score.ravel())[0, 1])
 
 
 def minmax_numbers(run: Run) -> dict:
@@ -58,10 +64,10 @@ def minmax_numbers(run: Run) -> dict:
         _, acc = ms.metric_series(run.path, m, "acc")
         logits = {e: snapshot_logits(run, e)[m][:, sigs.labels].ravel() for e in (peak, last)}
         members.append(dict(member=m, acc_end=float(acc[-1]), peak_epoch=peak,
-                            order0_at_peak=ms.value_at(epochs, r0, peak),
-                            last_epoch=last, **{f"{name}_{when}": float(np.corrcoef(logits[e], ref.ravel())[0, 1])
-                                                for name, ref in (("corr", score), ("corr_weighted", weighted))
-                                                for when, e in (("peak", peak), ("end", last))}))
+                            order0_at_peak=ms.value_at(epochs, r0, peak), last_epoch=last,
+                            corr_peak=_pearson(logits[peak], score), corr_end=_pearson(logits[last], score),
+                            corr_weighted_peak=_pearson(logits[peak], weighted),
+                            corr_weighted_end=_pearson(logits[last], weighted)))
     return dict(N=N, closed_form_max_abs_diff=closed_error, superposition_accuracy=superposition_acc, ties=ties,
                 weighted_accuracy=weighted_acc, samples=int(dataset.n_samples), members=members)
 
@@ -85,15 +91,15 @@ def judge(n: dict) -> list[KeyNumber]:
         KeyNumber("trained CBOW: training accuracy at the end", f"{med['acc_end']:.2%}", "100 % (the task is solved by "
                   "superposing order-0 signatures, which the early CBOW computes)", bool(med["acc_end"] == 1.0)),
         KeyNumber(f"Pearson r of the logits (labels 1..N) with the superposition score at the order-0 peak "
-                  f"(epoch {first['peak_epoch']}, order-0 alignment {ms.fmt(med['order0_at_peak'])})",
-                  ms.fmt(med["corr_peak"]),
+                  f"(epoch {first['peak_epoch']}, order-0 alignment {fmt(med['order0_at_peak'])})",
+                  fmt(med["corr_peak"]),
                   "≥ 0.9: early logits are the superposition of order-0 signatures (SPEC §6.2)",
                   bool(med["corr_peak"] >= 0.9)),
         KeyNumber(f"Pearson r of the logits with the superposition score at the end (epoch {first['last_epoch']})",
-                  ms.fmt(med["corr_end"]), "reported (SPEC §8 states no value)", None),
+                  fmt(med["corr_end"]), "reported (SPEC §8 states no value)", None),
         KeyNumber("Pearson r of the logits with the occurrence-weighted superposition Σ_i r_{x_i} φ_{x_i}(ν) "
                   "at the order-0 peak / at the end",
-                  f"{ms.fmt(med['corr_weighted_peak'])} / {ms.fmt(med['corr_weighted_end'])} (its argmax is right on "
+                  f"{fmt(med['corr_weighted_peak'])} / {fmt(med['corr_weighted_end'])} (its argmax is right on "
                   f"{n['weighted_accuracy']:.2%} of the samples)",
                   "≥ 0.9 at the peak: the early-time law moves w_α by r_α W_U^T φ^{y;0}_α, so an anchor (in every "
                   "sample) weighs N/2 times a number (SPEC §6.1-6.2)", bool(med["corr_weighted_peak"] >= 0.9)),
@@ -110,10 +116,10 @@ def describe(n: dict) -> str:
         f"on {n['superposition_accuracy']:.2%} of the {n['samples']} samples ({n['ties']} ties). "
         f"A CBOW model trained on the task reaches {med['acc_end']:.2%} training accuracy; its logits correlate "
         f"with the superposition score "
-        f"at r = {ms.fmt(med['corr_peak'])} at the order-0 peak (epoch {first['peak_epoch']}) and r = "
-        f"{ms.fmt(med['corr_end'])} at the end, and with the occurrence-weighted superposition Σ_i r_(x_i) φ_(x_i), "
+        f"at r = {fmt(med['corr_peak'])} at the order-0 peak (epoch {first['peak_epoch']}) and r = "
+        f"{fmt(med['corr_end'])} at the end, and with the occurrence-weighted superposition Σ_i r_(x_i) φ_(x_i), "
         f"which is what the early-time law predicts (an anchor occurs in every sample, a number in 2 of N), at "
-        f"r = {ms.fmt(med['corr_weighted_peak'])} and {ms.fmt(med['corr_weighted_end'])}."
+        f"r = {fmt(med['corr_weighted_peak'])} and {fmt(med['corr_weighted_end'])}."
     )
 
 

@@ -20,19 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.analysis.order_shares import read_order_shares
 from ctxstair.config import InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
-from ctxstair.recipes.base import (
-    SPEC8_SETTINGS,
-    Figures,
-    KeyNumber,
-    Paper,
-    TrainedRecipe,
-    members_summary,
-    register,
-)
-from ctxstair.report import measures as ms
+from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, members_summary, register
 from ctxstair.report import run_figures
+from ctxstair.report.formats import fmt
 
 
 def _config(name: str, task: str, activation: str, optimizer: str, lr: float, epochs: int) -> RunConfig:
@@ -57,7 +50,7 @@ def _figures(run: Path, early: int, late: int) -> Figures:
 
 def member_add_numbers(run: Path, m: int) -> dict:
     """The staircase numbers of one member of an ``add`` run: the order-0 peak
-    (:func:`~ctxstair.report.measures.order0_peak`), the probes at the end, the odd/even split, the
+    (:func:`~ctxstair.analysis.measures.order0_peak`), the probes at the end, the odd/even split, the
     best frequency and the accuracy."""
     table = rundir.read_alignment(run)
     epochs, r0 = rundir.alignment_series(table, "order0", m)
@@ -98,23 +91,23 @@ def judge_add(n: dict) -> list[KeyNumber]:
     med, first = n["med"], n["first"]
     keys = [
         KeyNumber("order-0 Pearson at its early peak",
-                  f"{ms.fmt(med['peak'])} at epoch {first['peak_epoch']} (loss {ms.fmt(first['peak_loss'], 2)}; "
-                  f"halfway {ms.fmt(first['halfway'], 2)})",
+                  f"{fmt(med['peak'])} at epoch {first['peak_epoch']} (loss {fmt(first['peak_loss'], 2)}; "
+                  f"halfway {fmt(first['halfway'], 2)})",
                   "≥ 0.95, before the loss has fallen halfway", bool(med["peak"] >= 0.95)),
-        KeyNumber("order-0 Pearson at the end", f"{ms.fmt(med['end'])} (drop {ms.fmt(med['peak'] - med['end'])})",
+        KeyNumber("order-0 Pearson at the end", f"{fmt(med['end'])} (drop {fmt(med['peak'] - med['end'])})",
                   "at least 0.05 below the early peak", bool(med["peak"] - med["end"] >= 0.05)),
-        KeyNumber("held-out order-1 probe at the end", f"{ms.fmt(med['probe_end'])} vs order 0 {ms.fmt(med['end'])}",
+        KeyNumber("held-out order-1 probe at the end", f"{fmt(med['probe_end'])} vs order 0 {fmt(med['end'])}",
                   "above the order-0 score", bool(med["probe_end"] > med["end"])),
-        KeyNumber("zero-mean order-1 probe (v ⟂ 1) at the end", ms.fmt(med["probe0_end"]),
+        KeyNumber("zero-mean order-1 probe (v ⟂ 1) at the end", fmt(med["probe0_end"]),
                   "high: order 1 beyond order 0 explains the late geometry", None),
         KeyNumber("training accuracy at the end",
-                  f"{ms.fmt(med['acc_end'])} (100 % first at epoch {first['acc_full']})",
+                  f"{fmt(med['acc_end'])} (100 % first at epoch {first['acc_full']})",
                   "100 %", bool(med["acc_end"] >= 1.0)),
         KeyNumber(f"odd/even split: alignment with order 1 via c_k, k = N/2 = {first['k_half']}",
-                  f"{ms.fmt(med['half_at_peak'])} at the order-0 peak → {ms.fmt(med['half_end'])} at the end",
+                  f"{fmt(med['half_at_peak'])} at the order-0 peak → {fmt(med['half_end'])} at the end",
                   f"rises by ≥ {SPLIT_RISE:g} as the task is learned (late odd/even split, SPEC §8 F1/F3)",
                   bool(n["split_rise"] >= SPLIT_RISE)),
-        KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {ms.fmt(first['r_star'])})",
+        KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {fmt(first['r_star'])})",
                   "the paper saw k = 20 late at N = 40", None),
     ]
     return keys + ([] if n["shares"] is None else judge_shares(n["shares"]))
@@ -125,11 +118,11 @@ def describe_add(n: dict) -> str:
     med, first = n["med"], n["first"]
     return (
         f"Trained from small initialization (γ = 1), the embeddings first line up with the order-0 label signature: "
-        f"the order-0 Pearson correlation peaks at {ms.fmt(med['peak'])} around epoch {first['peak_epoch']}, while the "
-        f"loss is still above halfway. As the task is learned (accuracy {ms.fmt(med['acc_end'])} at the end) the "
-        f"order-0 alignment falls to {ms.fmt(med['end'])} and the held-out order-1 probe stays higher "
-        f"({ms.fmt(med['probe_end'])}): order-1 structure takes over. The alignment through the k = N/2 (odd/even) "
-        f"cosine probe goes from {ms.fmt(med['half_at_peak'])} to {ms.fmt(med['half_end'])}: "
+        f"the order-0 Pearson correlation peaks at {fmt(med['peak'])} around epoch {first['peak_epoch']}, while the "
+        f"loss is still above halfway. As the task is learned (accuracy {fmt(med['acc_end'])} at the end) the "
+        f"order-0 alignment falls to {fmt(med['end'])} and the held-out order-1 probe stays higher "
+        f"({fmt(med['probe_end'])}): order-1 structure takes over. The alignment through the k = N/2 (odd/even) "
+        f"cosine probe goes from {fmt(med['half_at_peak'])} to {fmt(med['half_end'])}: "
         + ("an odd/even component forms late." if n["split_rise"] >= SPLIT_RISE else "no clear odd/even split forms.")
         + ("" if n["shares"] is None else describe_shares(n["shares"]))
     )
@@ -171,23 +164,23 @@ def judge_shares(s: dict) -> list[KeyNumber]:
     early, late, cos = s["early"], s["late"], s["cos"]
     return [
         KeyNumber(f"cosine of the order-0 / order-1 term with the actual update at epoch {early}",
-                  f"{ms.fmt(cos[early, 0])} / {ms.fmt(cos[early, 1])}", "order 0 drives the embeddings first",
+                  f"{fmt(cos[early, 0])} / {fmt(cos[early, 1])}", "order 0 drives the embeddings first",
                   cos[early, 0] > cos[early, 1]),
         KeyNumber(f"cosine of the order-0 / order-1 term with the actual update at epoch {late}",
-                  f"{ms.fmt(cos[late, 0])} / {ms.fmt(cos[late, 1])}", "order 1 drives them late",
+                  f"{fmt(cos[late, 0])} / {fmt(cos[late, 1])}", "order 1 drives them late",
                   cos[late, 1] > cos[late, 0]),
-        KeyNumber("order-1 share of the label-driven gradient norm", f"{ms.fmt(s['share_early'])} at epoch {early} → "
-                  f"{ms.fmt(s['share_late'])} at epoch {late} (decomposition residual ≤ "
-                  f"{ms.fmt(s['residual'], 2)})", "grows later", s["share_late"] > s["share_early"]),
+        KeyNumber("order-1 share of the label-driven gradient norm", f"{fmt(s['share_early'])} at epoch {early} → "
+                  f"{fmt(s['share_late'])} at epoch {late} (decomposition residual ≤ "
+                  f"{fmt(s['residual'], 2)})", "grows later", s["share_late"] > s["share_early"]),
     ]
 
 
 def describe_shares(s: dict) -> str:
     """The paragraph's sentence on the order shares, from :func:`order_shares`."""
     early, late, cos = s["early"], s["late"], s["cos"]
-    return (f" In gradient space the order-0 term points along the actual update early (cosine {ms.fmt(cos[early, 0])} "
-            f"vs {ms.fmt(cos[early, 1])} for order 1 at epoch {early}) and the order-1 term late "
-            f"({ms.fmt(cos[late, 1])} vs {ms.fmt(cos[late, 0])} at epoch {late}).")
+    return (f" In gradient space the order-0 term points along the actual update early (cosine {fmt(cos[early, 0])} "
+            f"vs {fmt(cos[early, 1])} for order 1 at epoch {early}) and the order-1 term late "
+            f"({fmt(cos[late, 1])} vs {fmt(cos[late, 0])} at epoch {late}).")
 
 
 #: Order-0 1 − MSE at which the embeddings count as collinear.
@@ -230,17 +223,17 @@ def judge_mod(n: dict) -> list[KeyNumber]:
     return [
         KeyNumber("order-0 alignment", "undefined at every snapshot" if undefined else "defined at some snapshot",
                   "undefined (all order-0 signatures are equal)", undefined),
-        KeyNumber("order-0 1 − MSE during the plateau (max)", ms.fmt(early_mse),
+        KeyNumber("order-0 1 − MSE during the plateau (max)", fmt(early_mse),
                   f"≈ 1 (embeddings collinear early); met if ≥ {COLLINEAR:g}", bool(early_mse >= COLLINEAR)),
         KeyNumber("end of the plateau: first epoch with accuracy > 2 × chance",
-                  f"epoch {first['plateau_end']} (chance = {ms.fmt(first['chance'])})",
+                  f"epoch {first['plateau_end']} (chance = {fmt(first['chance'])})",
                   "a long plateau near chance before learning", bool(all(p is not None and p >= 20 for p in plateau))),
         KeyNumber("first epoch with training accuracy ≥ 95 %", str(first["learned"]), "the task is learned",
                   all(p["learned"] is not None for p in per)),
-        KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {ms.fmt(first['r_star'])})",
+        KeyNumber("best Fourier frequency k ≥ 1 at the end", f"k = {first['k_star']} (r = {fmt(first['r_star'])})",
                   "a non-zero frequency with r ≥ 0.3 (the paper saw k = 19 at N = 40)",
                   bool(all(p["r_star"] >= 0.3 for p in per))),
-        KeyNumber("held-out order-1 probe at the end", ms.fmt(n["probe_end"]), "order-1 structure late", None),
+        KeyNumber("held-out order-1 probe at the end", fmt(n["probe_end"]), "order-1 structure late", None),
     ]
 
 
@@ -249,12 +242,12 @@ def describe_mod(n: dict) -> str:
     first, early_mse = n["first"], n["early_mse"]
     return (
         f"Every token of `mod` has the same order-0 label signature, so the order-0 correlation is undefined and "
-        f"1 − MSE is read instead: it reaches {ms.fmt(early_mse)} during the plateau"
+        f"1 − MSE is read instead: it reaches {fmt(early_mse)} during the plateau"
         + (", so the embeddings are nearly collinear and carry no token identity. " if early_mse >= COLLINEAR
            else ", so the embeddings do not become collinear. ")
         + f"Accuracy stays near chance until about epoch {first['plateau_end']}, "
         f"then the task is learned (≥ 95 % at epoch {first['learned']}). The late geometry is best matched by the "
-        f"Fourier frequency k = {first['k_star']} (r = {ms.fmt(first['r_star'])}), a ring over the tokens."
+        f"Fourier frequency k = {first['k_star']} (r = {fmt(first['r_star'])}), a ring over the tokens."
     )
 
 

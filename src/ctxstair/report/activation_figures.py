@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstair.report import measures as ms
+from ctxstair.analysis import measures as ms
 from ctxstair.report.figures import house_style, plt
 
 

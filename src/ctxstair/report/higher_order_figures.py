@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.analysis.order2 import read_order2
-from ctxstair.report import measures as ms
 from ctxstair.report.figures import house_style, plt
 from ctxstair.report.run_figures import PALETTE, draw_aggregate
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstair.report import measures as ms
 from ctxstair.report.figures import house_style, plt
+from ctxstair.report.formats import fmt
 
 
 @house_style
@@ -21,7 +21,7 @@ def label_law_figure(laws: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, n
         ax.plot(labels, p_model, color="#D55E00", marker=".", label="model: softmax$(W_U w_a)$, renormalised")
         ax.set_xlabel("label ν")
         ax.set_ylabel("probability")
-        ax.set_title(f"{law} law, epoch {epoch}: r = {ms.fmt(match['pearson'])}, JSD = {ms.fmt(match['jsd'], 4)}")
+        ax.set_title(f"{law} law, epoch {epoch}: r = {fmt(match['pearson'])}, JSD = {fmt(match['jsd'], 4)}")
     axes[0][0].legend(loc="upper right")
     fig.suptitle("F2a: label law predicted from the anchor's embedding alone vs the anchor's order-0 signature")
     return fig

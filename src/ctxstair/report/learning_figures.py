@@ -1,4 +1,5 @@
-"""Figures of the learning recipes (SPEC §8 F8a, F9, App. D; ``ctxstair.recipes.learning``).
+"""Figures of the learning recipes (SPEC §8 F8a, F9, App. D: ``ctxstair.recipes.ffn_vs_attention``,
+``modulus_onset``, ``seed_spectra``).
 
 Every function returns a matplotlib Figure built from numbers the caller read off run directories;
 the caller writes it with :func:`ctxstair.report.figures.save_figure`.
@@ -20,7 +21,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from ctxstair.report import measures as ms
+from ctxstair.analysis import measures as ms
 from ctxstair.report.figures import house_style, pca_scatter
 from ctxstair.report.run_figures import PALETTE, draw_aggregate
 

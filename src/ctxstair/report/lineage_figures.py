@@ -1,7 +1,7 @@
-"""Figures of the lineage recipes (SPEC §9; ``ctxstair.recipes.lineage``).
+"""Figures of the lineage recipes (SPEC §9; ``ctxstair.recipes.composite`` and ``reason_memory``).
 
-Every function takes the per-γ dicts that :func:`ctxstair.recipes.lineage.composite_part` or
-:func:`ctxstair.recipes.lineage.reason_part` read off the run directories and returns a matplotlib
+Every function takes the per-γ dicts that :func:`ctxstair.recipes.composite.composite_part` or
+:func:`ctxstair.recipes.reason_memory.reason_part` read off the run directories and returns a matplotlib
 Figure; the caller writes it with :func:`ctxstair.report.figures.save_figure`. One colour per γ
 (Okabe–Ito), one line per ensemble member (seed).
 

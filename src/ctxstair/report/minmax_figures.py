@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ctxstair import rundir
-from ctxstair.report import measures as ms
 from ctxstair.report.figures import house_style, plt
+from ctxstair.report.formats import fmt
 from ctxstair.report.run_figures import PALETTE
 from ctxstair.signatures.superposition import closed_form_signatures, superposition_scores
 from ctxstair.tasks import Dataset
@@ -60,8 +60,8 @@ def logit_figure(score: np.ndarray, logits: dict[int, np.ndarray], member: dict)
     for ax, epoch, when in zip(axes, (member["peak_epoch"], member["last_epoch"]), ("peak", "end")):
         logits_now = logits[epoch]
         ax.hexbin(score.ravel(), logits_now.ravel(), gridsize=40, bins="log", cmap="viridis", mincnt=1)
-        ax.set_title(f"epoch {epoch}: Pearson r = {ms.fmt(member[f'corr_{when}'])} "
-                     f"(occurrence-weighted score: {ms.fmt(member[f'corr_weighted_{when}'])})")
+        ax.set_title(f"epoch {epoch}: Pearson r = {fmt(member[f'corr_{when}'])} "
+                     f"(occurrence-weighted score: {fmt(member[f'corr_weighted_{when}'])})")
         ax.set_xlabel("superposition score (φ_c + φ_x1 + φ_x2)(ν)")
         ax.set_ylabel("model logit f(X)_ν")
     fig.suptitle(f"minmax: logits of member {member['member']} vs the superposition score (all samples × labels 1..N; "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstair.report import measures as ms
 from ctxstair.report.figures import house_style, plt
+from ctxstair.report.formats import fmt
 
 
 @house_style
@@ -21,7 +21,7 @@ def scaling_figure(widths: list[int], gammas: list[float], ratios: np.ndarray, f
         for colour, g, ratio in zip(colours, gammas, ratios):
             f = fits[g][m - 1]
             ax.loglog(widths, ratio[:, m], "o", color=colour,
-                      label=f"γ = {g:g}: fit {ms.fmt(f.slope, 2)}, predicted {ms.fmt(f.predicted, 2)}")
+                      label=f"γ = {g:g}: fit {fmt(f.slope, 2)}, predicted {fmt(f.predicted, 2)}")
             if np.isfinite(f.slope):
                 centre = log_d.mean()
                 ax.loglog(widths, np.exp(f.intercept + f.slope * log_d), "-", color=colour, lw=1.2)

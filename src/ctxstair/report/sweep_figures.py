@@ -164,7 +164,7 @@ def _number(value: float) -> str:
 def rho_next_curves_figure(courses: dict[str, dict]) -> plt.Figure:
     """ρ_next (left) and the held-out loss (right) against the training step for every cell of a
     language-model sweep, one colour per cell; ``courses``: cell label -> the dict of
-    :func:`ctxstair.report.measures.rho_next_course`. The step axis is linear up to 10, then log."""
+    :func:`ctxstair.analysis.measures.rho_next_course`. The step axis is linear up to 10, then log."""
     rows_of_labels = -(-len(courses) // 3)
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 2.8 + 0.13 * rows_of_labels), layout="constrained")
     colours = plt.cm.viridis(np.linspace(0, 0.95, max(1, len(courses))))

@@ -8,7 +8,7 @@ The numbers of each member (:func:`member_numbers`, one row of ``sweep.csv``), f
 
 * ``order0_max``, ``order0_max_epoch`` — the largest order-0 Pearson over the snapshots and its
   epoch (SPEC §3): the global maximum, and so not the order-0 *peak* of the recipes' reports
-  (:func:`ctxstair.report.measures.order0_peak`, the largest before the loss has fallen halfway);
+  (:func:`ctxstair.analysis.measures.order0_peak`, the largest before the loss has fallen halfway);
   on ``staircase-add`` at its defaults the two coincide;
 * ``order0_end``, ``order1_probe_end``, ``order1_probe_zero_mean_end`` — the last snapshot's values;
 * ``takeover_epoch`` — the first snapshot epoch at or after the order-0 maximum at which the zero-mean
@@ -19,7 +19,7 @@ The numbers of each member (:func:`member_numbers`, one row of ``sweep.csv``), f
 Without analysis (``--no-analysis``) the alignment columns are empty.
 
 A language-model cell (recipe ``lm-staircase``) is one model; its row holds the course of ρ_next
-(:data:`LM_NUMBER_COLUMNS`: :func:`ctxstair.report.measures.rho_next_course`) and the training's
+(:data:`LM_NUMBER_COLUMNS`: :func:`ctxstair.analysis.measures.rho_next_course`) and the training's
 seconds (``train_seconds``, from ``resources.json``) instead.
 """
 
@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ctxstair import numerics, progress, rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
-from ctxstair.report import measures as ms
 from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT
 from ctxstair.run import Run
 

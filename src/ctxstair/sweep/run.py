@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.devices import resolve_device
 from ctxstair.errors import InputError
 from ctxstair.io import Output, claim_output
 from ctxstair.progress import Progress
 from ctxstair.recipes import base as recipes
-from ctxstair.report import measures as ms
 from ctxstair.report.figures import DEFAULT_FIGURE_FORMAT, check_figure_format, save_figure
 from ctxstair.report.html import write_report
 from ctxstair.sweep.backends import import_ray, run_local, run_ray, unpack_cell

@@ -1,5 +1,7 @@
-"""Numbers read off a run directory for recipe reports (SPEC §3, §8): series per member, peaks,
-onsets. Every function reads files only, so reports can be rebuilt from the run directory.
+"""The named measures of SPEC §3 and §8: numbers read off a run directory (series per member, peaks,
+onsets), which recipes, their figures and sweeps share. Every function reads files only, so a report
+can be rebuilt from the run directory; how a number is written in a report is
+:mod:`ctxstair.report.formats`.
 
 The named measures the recipes share are defined here, once:
 
@@ -14,7 +16,8 @@ The named measures the recipes share are defined here, once:
   ≥ :data:`LEARNED_ACC`, and the median onset over seeds (:func:`median_onset`);
 * **chance** (:func:`chance_accuracy`): one over the number of labels that occur;
 * the best Fourier frequency (:func:`best_frequency`) and the medians over members (:func:`median`,
-  :func:`medians`).
+  :func:`medians`);
+* the course of ρ_next in a language model's run (:func:`rho_next_course`).
 """
 
 from __future__ import annotations
@@ -124,16 +127,6 @@ def median(values: list[float]) -> float:
 def medians(per_member: list[dict], keys: Iterable[str]) -> dict[str, float]:
     """Key -> :func:`median` over the members' dicts ``per_member`` of each of ``keys``."""
     return {key: median([p[key] for p in per_member]) for key in keys}
-
-
-def fmt(x: float | None, digits: int = 3) -> str:
-    """A number for a report ('n/a' for None or NaN)."""
-    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
-
-
-def fmt_epochs(values: list[int | None]) -> str:
-    """Epochs for a report, one per member, 'never' for None."""
-    return ", ".join("never" if v is None else str(v) for v in values)
 
 
 #: Fewest seeds over which a number in a chaotic regime is judged (docs/reliability.md, "Audit").

@@ -36,8 +36,8 @@ from ctxstair import rundir, tasks
 from ctxstair.errors import InputError
 from ctxstair.io import atomic_write_text
 from ctxstair.recipes.base import ComputedRecipe, Figures, KeyNumber, Paper, register
-from ctxstair.report import measures as ms
 from ctxstair.report import scaling_figures
+from ctxstair.report.formats import fmt
 from ctxstair.theory import fit_order_slopes, init_order_mean_squares, label_max_order, order_rms_ratios
 
 DEFAULTS: dict[str, Any] = {"task": "sum_mod", "task.N": 6, "task.L": 3, "coeffs": [1.0, 1.0, 1.0],
@@ -134,8 +134,8 @@ def judge(n: dict) -> list[KeyNumber]:
             rule = "−mγ" if np.isclose(f.predicted, -f.order * g) else "−(k_m − k_0)γ, leading degrees of σ"
             keys.append(KeyNumber(
                 f"γ = {g:g}, order m = {f.order}: slope of log(RMS_m / RMS_0) against log d",
-                f"{ms.fmt(f.slope)} (95 % CI {ms.fmt(f.ci_low)} … {ms.fmt(f.ci_high)})",
-                f"{rule} = {ms.fmt(f.predicted, 2)}, within ±{TOLERANCE:g}"
+                f"{fmt(f.slope)} (95 % CI {fmt(f.ci_low)} … {fmt(f.ci_high)})",
+                f"{rule} = {fmt(f.predicted, 2)}, within ±{TOLERANCE:g}"
                 + ("" if g >= JUDGED_GAMMA else f" (not judged below γ = {JUDGED_GAMMA:g})"), met))
     return keys
 
@@ -149,7 +149,7 @@ def describe(n: dict) -> str:
         f"At initialization (no training) the label-driven flow of each token of {params['task']} ({task}) is split "
         f"into signature orders for σ(z) = {sigma}, over {n['seeds']} seeds per width d ∈ {n['widths']} and "
         f"γ ∈ {n['gammas']}. The order-m share shrinks like a power of d: "
-        + "; ".join(f"γ = {g:g}: " + ", ".join(f"m = {f.order} slope {ms.fmt(f.slope, 2)} vs {ms.fmt(f.predicted, 2)}"
+        + "; ".join(f"γ = {g:g}: " + ", ".join(f"m = {f.order} slope {fmt(f.slope, 2)} vs {fmt(f.predicted, 2)}"
                                              for f in per_order) for g, per_order in n["fits"].items())
         + ". Low orders dominate at initialization, the more so the smaller the initialization (larger γ)."
     )

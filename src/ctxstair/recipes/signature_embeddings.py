@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxstair.analysis import measures as ms
+from ctxstair.analysis.measures import LEARNED_ACC
 from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainedRecipe, register
 from ctxstair.report import learning_figures
-from ctxstair.report import measures as ms
-from ctxstair.report.measures import LEARNED_ACC
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 
 MODES = {"signature": "(i) signature λRφv", "trainable": "(ii) trainable", "random": "(iii) random λv"}
@@ -60,7 +61,7 @@ def embedding_rows(run: Path) -> list[dict]:
 
 def optimizer_numbers(rows: list[dict], opt: str) -> dict:
     """The comparison of the three modes under optimizer ``opt``: the rows per mode (``by``), the cap
-    (last epoch), the median onset per mode (:func:`~ctxstair.report.measures.median_onset`), whether
+    (last epoch), the median onset per mode (:func:`~ctxstair.analysis.measures.median_onset`), whether
     (i) learns in fewer epochs than (ii) (``signature_faster``) and the mean early accuracy per mode."""
     by = {mode: [r for r in rows if r["optimizer"] == opt and r["mode"] == mode] for mode in MODES}
     onset = {mode: ms.median_onset([r["epochs_to_95"] for r in rs]) for mode, rs in by.items()}
@@ -92,14 +93,14 @@ def judge(n: dict) -> list[KeyNumber]:
         for mode, label in MODES.items():
             keys.append(KeyNumber(f"{opt}: {label}: epochs to {LEARNED_ACC:.0%} training accuracy (per seed)",
                                   f"{learning_figures.onsets_text(by[mode])} (median {text[mode]}; cap {o['cap']}); "
-                                  f"mean accuracy over epochs 0..{EARLY_EPOCHS}: {ms.fmt(early[mode])}",
+                                  f"mean accuracy over epochs 0..{EARLY_EPOCHS}: {fmt(early[mode])}",
                                   EXPECTED[mode], None))
         keys.append(KeyNumber(f"{opt}: (i) signature vs (ii) trainable, median epochs to {LEARNED_ACC:.0%}",
                               f"{text['signature']} vs {text['trainable']}", "(i) fewer epochs than (ii) (SPEC §8 F8b)",
                               o["signature_faster"]))
         keys.append(KeyNumber(f"{opt}: (iii) random vs (ii) trainable early "
                               f"(mean accuracy over epochs 0..{EARLY_EPOCHS})",
-                              f"{ms.fmt(early['random'])} vs {ms.fmt(early['trainable'])}", "(iii) higher than (ii)",
+                              f"{fmt(early['random'])} vs {fmt(early['trainable'])}", "(iii) higher than (ii)",
                               bool(early["random"] > early["trainable"])))
     return keys
 
@@ -115,8 +116,8 @@ def describe(n: dict) -> str:
                      f"{learning_figures.onsets_text(by['random'])} "
                      f"(cap {o['cap']}): (i) is {'faster' if o['signature_faster'] else 'not faster'} than (ii), "
                      "and over epochs "
-                     f"0..{EARLY_EPOCHS} (iii) averages {ms.fmt(early['random'])} against "
-                     f"{ms.fmt(early['trainable'])} for (ii).")
+                     f"0..{EARLY_EPOCHS} (iii) averages {fmt(early['random'])} against "
+                     f"{fmt(early['trainable'])} for (ii).")
     return (
         f"CBOW on F_mod (N = {n['rows'][0]['N']}) with fixed signature embeddings λ R φ^(y;1)_α v, ordinary trainable "
         "embeddings, and fixed random embeddings λ v_α; in the fixed modes only the scalar λ and W_U learn. "

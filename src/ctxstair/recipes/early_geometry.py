@@ -1,11 +1,9 @@
-"""Early geometry = order 0 (SPEC §8 F1, F2b) and the single-token label law (F2a).
+"""Early geometry = order 0 (SPEC §8 F1, F2b): ``early-geometry``.
 
     ctxstair run early-geometry --out runs/early-geometry     # add, sub, mul at N = 20, ReLU and tanh
-    ctxstair run label-law --out runs/label-law               # four prescribed label laws
 
-Models follow ``staircase-add`` (ReLU CBOW, d = 128, γ = 1, full-batch gradient descent, lr 2);
-``label-law`` uses lr 0.5, since at lr 2 the sharply peaked normal law makes gradient descent
-oscillate (its loss returns to ln V).
+The model follows ``staircase-add`` (CBOW, d = 128, γ = 1, full-batch gradient descent, lr 2), with
+ReLU and with tanh side by side, 2000 epochs.
 """
 
 from __future__ import annotations
@@ -13,33 +11,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ctxstair import rundir
-from ctxstair.alignment import (
-    cosine_matrix,
-    distribution_match,
-    fourier_signatures,
-    partial_correlation,
-    signature_cosine,
-)
+from ctxstair.alignment import cosine_matrix, fourier_signatures, partial_correlation, signature_cosine
+from ctxstair.analysis import measures as ms
 from ctxstair.config import AnalysisConfig, InitConfig, ModelConfig, RunConfig, TaskConfig, TrainConfig
 from ctxstair.recipes.base import SPEC8_SETTINGS, Figures, KeyNumber, Paper, TrainedRecipe, register
-from ctxstair.report import label_law_figures, run_figures
-from ctxstair.report import measures as ms
-from ctxstair.run import Run
+from ctxstair.report import run_figures
+from ctxstair.report.formats import fmt
 
 #: Odd-part classes of 1..20 with at least three members: {1,2,4,8,16}, {3,6,12}, {5,10,20} (F2b, mul).
 ODD_PART_CLUSTERS = ((1, 2, 4, 8, 16), (3, 6, 12), (5, 10, 20))
 EARLY_EPOCH = 100
 
 
-def _config(name: str, task: str, params: dict, epochs: int, lr: float = 2.0, analysis: bool = True,
-            activation: str = "relu") -> RunConfig:
-    return RunConfig(recipe=name, task=TaskConfig(task, params),
+def _config(task: str, activation: str) -> RunConfig:
+    """The part of ``task`` (N = 20) with ``activation``."""
+    return RunConfig(recipe="early-geometry", task=TaskConfig(task, {"N": 20}),
                      model=ModelConfig(d=128, activation=activation, init=InitConfig(gamma=1.0)),
-                     train=TrainConfig(optimizer="gd", lr=lr, epochs=epochs),
-                     analysis=AnalysisConfig(enabled=analysis))
+                     train=TrainConfig(optimizer="gd", lr=2.0, epochs=2000), analysis=AnalysisConfig(enabled=True))
 
 
 def cluster_contrast(S: np.ndarray, tokens: np.ndarray, clusters=ODD_PART_CLUSTERS) -> float:
@@ -92,20 +82,20 @@ def judge_early(parts: dict[str, dict]) -> list[KeyNumber]:
     keys = []
     for part, n in parts.items():
         keys.append(KeyNumber(f"{part}: Pearson (Spearman) of S^emb with S^sig,(0) at epoch {EARLY_EPOCH}",
-                              f"{ms.fmt(n['pearson_at_100'])} ({ms.fmt(n['spearman_at_100'])})", "≥ 0.9",
+                              f"{fmt(n['pearson_at_100'])} ({fmt(n['spearman_at_100'])})", "≥ 0.9",
                               bool(n["pearson_at_100"] >= 0.9)))
         if "cluster_contrast" in n:
             keys.append(KeyNumber(f"{part}: odd-part clusters {{1,2,4,8,16}}, {{3,6,12}}, {{5,10,20}} in S^emb at "
                                   "epoch 100 (within − between mean cosine)",
-                                  f"{ms.fmt(n['cluster_contrast'])} (random partitions: 99th percentile "
-                                  f"{ms.fmt(n['null_p99'])}; in S^sig,(0): {ms.fmt(n['signature_contrast'])})",
+                                  f"{fmt(n['cluster_contrast'])} (random partitions: 99th percentile "
+                                  f"{fmt(n['null_p99'])}; in S^sig,(0): {fmt(n['signature_contrast'])})",
                                   "above the 99th percentile of random partitions of the same sizes",
                                   bool(n["cluster_contrast"] > n["null_p99"])))
         if "parity_early" in n:
             keys.append(KeyNumber(f"{part} (F1): alignment via c_k, k = N/2 = {n['k_half']} (odd/even), epoch "
                                   f"{EARLY_EPOCH} → {n['last_epoch']} (controlling for S^sig,(0))",
-                                  f"{ms.fmt(n['parity_early'])} → {ms.fmt(n['parity_late'])} "
-                                  f"({ms.fmt(n['parity_partial_early'])} → {ms.fmt(n['parity_partial_late'])})",
+                                  f"{fmt(n['parity_early'])} → {fmt(n['parity_late'])} "
+                                  f"({fmt(n['parity_partial_early'])} → {fmt(n['parity_partial_late'])})",
                                   "ordered line early; odd/even split late (rises by ≥ 0.1; seen with ReLU)",
                                   bool(n["parity_late"] - n["parity_early"] >= 0.1)))
     return keys
@@ -115,7 +105,7 @@ def describe_early(parts: dict[str, dict]) -> str:
     """The paragraph of ``early-geometry`` from :func:`measure_early`."""
     return (
         "At epoch 100 the embedding similarity of each task is compared with the similarity of the tokens' order-0 "
-        "label signatures: " + "; ".join(f"{p} Pearson {ms.fmt(s['pearson_at_100'])}" for p, s in parts.items())
+        "label signatures: " + "; ".join(f"{p} Pearson {fmt(s['pearson_at_100'])}" for p, s in parts.items())
         + ". With tanh, whose slope at 0 is 1, every token's embedding first moves along its own order-0 signature "
         "mapped by W_U, and the early geometry is the order-0 geometry for all three tasks (a band for add, an X for "
         "sub, odd-part clusters for mul). With ReLU, the paper's activation, the gate 1{h > 0} depends on the random "
@@ -166,86 +156,6 @@ def odd_even_split(run: Path) -> dict:
                 parity_partial_late=partial[1], k_half=ks[-1], last_epoch=last)
 
 
-def predicted_law(run: Path, anchor: int, epoch: int, labels: np.ndarray) -> tuple[np.ndarray, float]:
-    """softmax(W_U w^E_a) of member 0 at ``epoch`` (SPEC §3 single-token check) restricted to
-    ``labels`` and renormalised there, and the probability mass it puts outside ``labels``."""
-    W = rundir.load_snapshot(run, epoch)
-    p = torch.softmax(torch.from_numpy(W["W_U"][0] @ W["W_E"][0, anchor]).double(), dim=0).numpy()
-    inside = p[labels].sum()
-    return p[labels] / inside, float(1.0 - inside)
-
-
-def law_numbers(run: Path) -> dict:
-    """The numbers of one law of ``label-law`` at its last snapshot (``epoch``): the model's law
-    ``p_model`` on the labels 0..n_context-1 (``labels``) and the mass it puts outside them
-    (``outside``), compared (:func:`~ctxstair.alignment.distribution_match`) with the anchor's
-    empirical label law ``p_data`` (``match``) and with the prescribed law ``p_law`` (``prescribed``)."""
-    sigs = rundir.read_signatures(run)
-    epoch = rundir.snapshot_times(run)[-1]
-    # Compare on the law's label range 0..n_context-1, not on all V ids: the zeros outside it
-    # would make any model that learned which labels exist look well matched.
-    labels = np.arange(Run(run).config.task.params.get("n_context", 51))
-    p_data = np.zeros(labels.size)
-    p_data[sigs.labels] = sigs.orders[0][0]
-    p_model, outside = predicted_law(run, int(sigs.tokens[0]), epoch, labels)
-    # The paper correlates with the prescribed law p_a; the model only ever sees one finite draw of it.
-    p_law = Run(run).dataset.meta["label_law"]
-    return dict(epoch=epoch, labels=labels, p_data=p_data, p_law=p_law, p_model=p_model, outside=outside,
-                match=distribution_match(p_model, p_data),
-                prescribed={k: float(v) for k, v in distribution_match(p_model, p_law).items()})
-
-
-def measure_label_law(out: Path, paths: dict[str, Path]) -> dict[str, dict]:
-    """Law -> :func:`law_numbers` of ``label-law``."""
-    return {law: law_numbers(run) for law, run in paths.items()}
-
-
-def judge_label_law(laws: dict[str, dict]) -> list[KeyNumber]:
-    """Two key numbers per law from :func:`measure_label_law`: against the data law (judged) and
-    against the prescribed law (reported)."""
-    keys = []
-    for law, n in laws.items():
-        match, prescribed, epoch = n["match"], n["prescribed"], n["epoch"]
-        keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs φ^(y;0)_a at epoch {epoch} (labels 0..{n['labels'][-1]})",
-                              f"Pearson r {ms.fmt(match['pearson'])}, KL {ms.fmt(match['kl'], 4)}, "
-                              f"JSD {ms.fmt(match['jsd'], 4)}"
-                              f"; mass outside the labels {ms.fmt(n['outside'], 4)}",
-                              "r ≥ 0.9, small KL and JSD", bool(match["pearson"] >= 0.9)))
-        keys.append(KeyNumber(f"{law}: softmax(W_U w_a) vs the prescribed law p_a at epoch {epoch}",
-                              f"Pearson r {ms.fmt(prescribed['pearson'])}, KL {ms.fmt(prescribed['kl'], 4)}, "
-                              f"JSD {ms.fmt(prescribed['jsd'], 4)}",
-                              "reported: the model is trained on one draw of p_a, so it matches the draw (the "
-                              "row above), and p_a only as far as the draw does (Pearson is undefined for the "
-                              "constant uniform law: read KL and JSD)", None))
-    return keys
-
-
-def describe_label_law(laws: dict[str, dict]) -> str:
-    """The paragraph of ``label-law`` from :func:`measure_label_law`."""
-    return (
-        "One anchor token sits in every sequence and its labels follow a prescribed law. After training, the "
-        "distribution predicted from the anchor's embedding alone, softmax(W_U w_a), is compared with the anchor's "
-        "order-0 label signature (the empirical label law): "
-        + "; ".join(f"{law} r = {ms.fmt(float(n['match']['pearson']))}" for law, n in laws.items())
-        + ". Against the prescribed laws p_a themselves (what the paper correlates with) the JSD is "
-        + "; ".join(f"{law} {ms.fmt(n['prescribed']['jsd'], 4)}" for law, n in laws.items()) + " nats."
-    )
-
-
-def draw_label_law(paths: dict[str, Path], laws: dict[str, dict]) -> Figures:
-    """One panel per law: the predicted, empirical and prescribed label law."""
-    figure = label_law_figures.label_law_figure({law: (n["labels"], n["p_data"], n["p_law"], n["p_model"], n["epoch"],
-                                                       n["match"]) for law, n in laws.items()})
-    return {"label_laws.png": ("Predicted, empirical and prescribed label law of the anchor, per law.", figure)}
-
-
-def summarise_label_law(laws: dict[str, dict]) -> dict:
-    """``summary.json`` of ``label-law``: per law the epoch, the mass outside the labels and both comparisons."""
-    return {law: {"epoch": n["epoch"], "mass_outside_labels": n["outside"],
-                  **{k: float(v) for k, v in n["match"].items()}, "prescribed": n["prescribed"]}
-            for law, n in laws.items()}
-
-
 register(TrainedRecipe(
     name="early-geometry", figure="SPEC §8 F1, F2b",
     expectation="S^emb ≈ S^sig,(0) at epoch 100 for add, sub, mul (Pearson ≥ 0.9); mul clusters by odd part; "
@@ -254,22 +164,8 @@ register(TrainedRecipe(
     paper=Paper("early geometry = order 0: S^emb ≈ S^sig,(0) at epoch ≈ 100 (band for add, 'X' for sub, "
                 "odd-part clusters for mul); F1: ordered line early, odd/even split late",
                 f"X = (x1, x2), x ∈ 1..N, N = 20, all N² pairs; add, sub = |x1 − x2|, mul; {SPEC8_SETTINGS}"),
-    runs=lambda: {f"{act}-{task}": _config("early-geometry", task, {"N": 20}, 2000, activation=act)
+    runs=lambda: {f"{act}-{task}": _config(task, act)
                   for act in ("relu", "tanh") for task in ("add", "sub", "mul")},
     measure=measure_early, judge=judge_early, describe=describe_early, draw=draw_early,
     summary=lambda parts: {part: {k: v for k, v in n.items() if k not in _UNSUMMARISED} for part, n in parts.items()},
-))
-
-register(TrainedRecipe(
-    name="label-law", figure="SPEC §8 F2a",
-    expectation="softmax(W_U w_a) ≈ φ^(y;0)_a at epoch 200 for four label laws (Pearson ≥ 0.9, small KL/JSD)",
-    cpu_time="≈ 5 s",
-    paper=Paper("softmax(W_U w_a) ≈ φ^(y;0)_a: high r, small KL/JSD",
-                "anchor a = 100, context 0..50, all 2,601 sequences (a, x1, x2), each label drawn once from "
-                "p_a over 0..50 ∈ {uniform, normal, Poisson λ = 10, exp(−5y)}; checkpoint at epoch 200; "
-                f"{SPEC8_SETTINGS}"),
-    runs=lambda: {law: _config("label-law", "label_law", {"law": law}, 200, lr=0.5, analysis=False)
-                  for law in ("uniform", "normal", "poisson", "exp")},
-    measure=measure_label_law, judge=judge_label_law, describe=describe_label_law, draw=draw_label_law,
-    summary=summarise_label_law,
 ))

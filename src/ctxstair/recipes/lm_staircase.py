@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ctxstair import rundir
+from ctxstair.analysis import measures as ms
 from ctxstair.analysis.lm_staircase import OUTPUT as LM_ANALYSIS
 from ctxstair.analysis.lm_staircase import TOKENS_FILE, measure_series, read_lm_analysis
 from ctxstair.config import apply_overrides
@@ -22,7 +23,7 @@ from ctxstair.config.lm import LMConfig
 from ctxstair.lm.train import train_lm
 from ctxstair.recipes.base import Figures, KeyNumber, Paper, TrainerRecipe, register
 from ctxstair.report import lm_figures
-from ctxstair.report import measures as ms
+from ctxstair.report.formats import fmt
 from ctxstair.run import Run
 
 
@@ -41,7 +42,7 @@ def train(out: Path, overrides: dict[str, Any], resume: bool, force: bool) -> LM
 def measure(out: Path, paths: dict[str, Path]) -> dict:
     """The numbers of ``lm-staircase`` from its run directory: the config (``cfg``), the held-out loss
     by step (``val``); with ``lm_analysis.csv`` the course of ρ_next (``course``,
-    :func:`ctxstair.report.measures.rho_next_course`) and its peak's index (``peak``), else None;
+    :func:`ctxstair.analysis.measures.rho_next_course`) and its peak's index (``peak``), else None;
     unless only ρ_next was measured (``analysis.measures=rho_next``) the probe, attention-path and
     path-share numbers (``analysis``, :func:`_analysis_numbers`), else None."""
     run = paths[""]
@@ -65,7 +66,7 @@ def judge(n: dict) -> list[KeyNumber]:
     peak to a level ≥ 0.1 while the held-out loss is still lower at the end than at the peak."""
     val = n["val"]
     loss_key = KeyNumber("held-out next-token loss, start → end",
-                         f"{ms.fmt(val[min(val)])} → {ms.fmt(val[max(val)])} nats", "decreases",
+                         f"{fmt(val[min(val)])} → {fmt(val[max(val)])} nats", "decreases",
                          bool(val[max(val)] < val[min(val)]))
     if n["course"] is None:
         return [loss_key]
@@ -81,8 +82,8 @@ def describe(n: dict) -> str:
     paragraph = (
         f"A {cfg.model.n_layers}-layer decoder (d = {cfg.model.d_model}, γ = {cfg.model.init.gamma}) trained on "
         f"{cfg.corpus.source!r} ({cfg.corpus.tokenizer}, {cfg.corpus.vocab_size} tokens): the correlation of the "
-        f"embedding geometry with the next-token signatures, ρ_next, starts at {ms.fmt(rho[0])}, peaks at "
-        f"{ms.fmt(rho[peak])} at step {steps[peak]} and ends at {ms.fmt(rho[-1])}.")
+        f"embedding geometry with the next-token signatures, ρ_next, starts at {fmt(rho[0])}, peaks at "
+        f"{fmt(rho[peak])} at step {steps[peak]} and ends at {fmt(rho[-1])}.")
     if n["analysis"] is None:
         return paragraph + " Only ρ_next was measured (analysis.measures=rho_next)."
     return paragraph + _describe_analysis(n["analysis"], steps)
@@ -119,20 +120,20 @@ def summarise(n: dict) -> dict:
 
 
 def _rho_next_keys(course: dict, peak: int, steps_total: int) -> list[KeyNumber]:
-    """The judged rows of ρ_next's course (:func:`ctxstair.report.measures.rho_next_course`), its peak
+    """The judged rows of ρ_next's course (:func:`ctxstair.analysis.measures.rho_next_course`), its peak
     at index ``peak``."""
     steps, rho = course["steps"], course["rho"]
     third = steps <= steps_total / 3
     return [
-        KeyNumber("ρ_next (Pearson) at initialization", ms.fmt(rho[0]), "≈ 0; met if |ρ| < 0.2",
+        KeyNumber("ρ_next (Pearson) at initialization", fmt(rho[0]), "≈ 0; met if |ρ| < 0.2",
                   bool(abs(rho[0]) < 0.2)),
-        KeyNumber("ρ_next early peak", f"{ms.fmt(rho[peak])} at step {steps[peak]} (of {steps_total}); "
-                                       f"{ms.fmt(course['peak_rise'])} above initialization",
+        KeyNumber("ρ_next early peak", f"{fmt(rho[peak])} at step {steps[peak]} (of {steps_total}); "
+                                       f"{fmt(course['peak_rise'])} above initialization",
                   "a clear peak early: ≥ 0.3 above initialization, in the first third of training",
                   bool(course["peak_rise"] >= 0.3 and third[peak])),
         KeyNumber("ρ_next at the end",
-                  f"{ms.fmt(rho[-1])}: {course['decay_fraction']:.0%} below the peak; held-out loss "
-                  f"{ms.fmt(course['val_loss_at_peak'])} at the peak → {ms.fmt(course['val_loss_end'])} nats "
+                  f"{fmt(rho[-1])}: {course['decay_fraction']:.0%} below the peak; held-out loss "
+                  f"{fmt(course['val_loss_at_peak'])} at the peak → {fmt(course['val_loss_end'])} nats "
                   "at the end",
                   "decays by ≥ 25 % of the peak to a level ≥ 0.1 while the held-out loss keeps falling",
                   bool(course["decay_fraction"] >= 0.25 and rho[-1] >= 0.1
@@ -170,17 +171,17 @@ def _judge_analysis(a: dict, steps: np.ndarray, peak: int) -> list[KeyNumber]:
     return [
         KeyNumber("prefix probe: held-out MSE vs shuffled control after the rise",
                   f"below the control at {a['probe_wins']:.0%} of the {int(a['after_rise'].sum())} snapshots from "
-                  f"the peak on; at the end {ms.fmt(probe[-1], 4)} vs {ms.fmt(shuffled[-1], 4)}",
+                  f"the peak on; at the end {fmt(probe[-1], 4)} vs {fmt(shuffled[-1], 4)}",
                   "below the shuffled control at most snapshots after the rise", bool(a["probe_wins"] > 0.5)),
         KeyNumber("attention-path correlation early (first third), best layer",
-                  f"{ms.fmt(attn[best_layer][best])} at step {steps[best]} (layer {best_layer}; permutation null "
-                  f"{ms.fmt(null[best_layer][best])}); at the end {ms.fmt(attn[best_layer][-1])}",
+                  f"{fmt(attn[best_layer][best])} at step {steps[best]} (layer {best_layer}; permutation null "
+                  f"{fmt(null[best_layer][best])}); at the end {fmt(attn[best_layer][-1])}",
                   f"clearly above chance early: above the largest |r| of {a['permutations']} token permutations",
                   bool(attn[best_layer][best] > null[best_layer][best])),
         KeyNumber("attention-path correlation at the ρ_next peak, per layer",
-                  ", ".join(f"layer {k}: {ms.fmt(v[peak])}" for k, v in attn.items()), "reported", None),
+                  ", ".join(f"layer {k}: {fmt(v[peak])}" for k, v in attn.items()), "reported", None),
         KeyNumber("direct-path share of the embeddings' update, start → end",
-                  f"{ms.fmt(a['direct'][0])} → {ms.fmt(a['direct'][-1])}",
+                  f"{fmt(a['direct'][0])} → {fmt(a['direct'][-1])}",
                   "the direct path (next-token signature) dominates at small init (SPEC §6.4)", None),
     ]
 
@@ -190,10 +191,10 @@ def _describe_analysis(a: dict, steps: np.ndarray) -> str:
     attn, null, best_layer, best = a["attn"], a["null"], a["best_layer"], a["best"]
     return (
         f" The first-order prefix probe predicts the geometry of held-out tokens with MSE "
-        f"{ms.fmt(a['probe'][-1], 4)} against {ms.fmt(a['shuffled'][-1], 4)} for shuffled signatures. Early on "
+        f"{fmt(a['probe'][-1], 4)} against {fmt(a['shuffled'][-1], 4)} for shuffled signatures. Early on "
         f"(step {steps[best]}) the attention-path signature of layer {best_layer} correlates with W_O W_V w_α at "
-        f"{ms.fmt(attn[best_layer][best])} (permutation null {ms.fmt(null[best_layer][best])}), "
-        f"{ms.fmt(attn[best_layer][-1])} at the end."
+        f"{fmt(attn[best_layer][best])} (permutation null {fmt(null[best_layer][best])}), "
+        f"{fmt(attn[best_layer][-1])} at the end."
     )
 
 
