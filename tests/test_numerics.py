@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from repo_paths import SRC
+from short_runs import PNG_ONLY
 
 from ctxstair import cli, numerics
 
@@ -72,7 +73,7 @@ def test_reproducible_mode_gives_the_same_bytes_under_every_emulated_code_path(t
 
 def test_every_run_records_its_floating_point_set_up_and_shows_it(tmp_path):
     out = run_under(tmp_path, "run", "staircase-add", ["--set", "train.epochs=20", "--set", "task.N=8"],
-                    "--reproducible", extra_env={"CTXSTAIR_THREADS": "1"})
+                    "--reproducible", *PNG_ONLY, extra_env={"CTXSTAIR_THREADS": "1"})
     record = json.loads((out / "resources.json").read_text())["numerics"]
     assert record["mode"] == "reproducible" and record["threads"] == 1
     assert record["mkl_cbwr"] == "COMPATIBLE" and record["torch_cpu_capability"] == "AVX2"

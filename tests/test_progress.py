@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from repo_paths import SRC
+from short_runs import PNG_ONLY
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from ctxstair import progress
@@ -20,7 +21,7 @@ from ctxstair.train import train_run
 
 #: A run of a few seconds with its analysis (the alignment probe's steps report too).
 TINY_RUN = ["--set", "task.N=6", "--set", "model.d=8", "--set", "train.epochs=40", "--set", "snapshots.log_points=2",
-            "--set", "snapshots.every=20", "--set", "analysis.probe_steps=6"]
+            "--set", "snapshots.every=20", "--set", "analysis.probe_steps=6", *PNG_ONLY]
 #: One plain line: "<what>: 45% (18/40 epoch), 9.41epoch/s, 00:01 elapsed, 00:02 left[, numbers]".
 LINE = re.compile(r"^(?P<what>.+?): (?P<percent>\d+)% \((?P<n>[\d.]+\w?)/(?P<total>[\d.]+\w?) (?P<unit>[^)]+)\), "
                   r"(?P<rate>[\d.]+ ?\S+/s|[\d.]+ ?s/\S+), \S+ elapsed, (?P<left>\d\d:\d\d(:\d\d)?) left")

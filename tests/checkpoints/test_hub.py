@@ -22,6 +22,7 @@ import transformers
 from hub_helpers import REVISIONS, SETTINGS, FakeHub, add_series, cli, run_series, save_neox
 from repo_paths import ROOT
 from safetensors.torch import load_file, save_file
+from short_runs import PNG_ONLY
 
 from ctxstair.checkpoints import hub
 from ctxstair.checkpoints.hub import (
@@ -294,7 +295,8 @@ def test_cli_resume_measures_only_the_unfinished_revisions_and_ends_with_the_sam
                                                                                        capsys, monkeypatch):
     add_series(fake_hub, tokenizer, "neox")
     capsys.readouterr()  # transformers' progress bars
-    args = ["org/tiny", "--revisions", ",".join(REVISIONS), "--corpus", "synthetic", "--k", "20", "--window", "16"]
+    args = ["org/tiny", "--revisions", ",".join(REVISIONS), "--corpus", "synthetic", "--k", "20", "--window", "16",
+            *PNG_ONLY]
     assert cli(*args, "--out", str(tmp_path / "whole")) == 0
     measured = fail_once(monkeypatch, "step4")  # as a run killed after two revisions
     out = tmp_path / "resumed"

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 from recipe_helpers import RECIPE_NAMES
+from short_runs import PNG_ONLY
 
 from ctxstair import signatures, tasks
 from ctxstair.cli import main
@@ -141,7 +142,7 @@ def test_run_resume_of_a_missing_directory_starts_the_run(tmp_path, capsys):
     """A job script may always pass --resume: with nothing there it starts the run,
     which ends exactly like a run started without --resume; a foreign directory is still refused."""
     small = ["--set", "task.N=5", "--set", "model.d=8", "--set", "train.epochs=20", "--set", "snapshots.every=10",
-             "--set", "analysis.probe_steps=5"]
+             "--set", "analysis.probe_steps=5", *PNG_ONLY]
     assert main(["run", "staircase-add", "--out", str(tmp_path / "resumed"), "--resume", *small]) == 0
     assert main(["run", "staircase-add", "--out", str(tmp_path / "fresh"), *small]) == 0
     for name in ("metrics.jsonl", "alignment.csv", "report.html"):
@@ -166,7 +167,7 @@ def test_report_on_a_non_run_directory_exits_2(tmp_path, capsys):
 
 def test_run_then_report_then_resume(tmp_path, capsys):
     out = tmp_path / "law"
-    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3"]) == 0
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3", *PNG_ONLY]) == 0
     report_line, *explorer_lines = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(re.escape(f"report: {out / 'report.html'}") + r" \(peak memory \d+ MiB\)", report_line)
     assert explorer_lines == [f"explorer: {out / part / 'explorer.html'}" for part in ("uniform", "normal", "poisson",
@@ -174,12 +175,12 @@ def test_run_then_report_then_resume(tmp_path, capsys):
     report = (out / "report.html").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["ctxstair.sha256", "exp", "figures", "normal", "poisson",
                                                       "recipe.json", "report.html", "summary.json", "uniform"]
-    assert main(["report", str(out)]) == 0
+    assert main(["report", str(out), *PNG_ONLY]) == 0
     assert (out / "report.html").read_bytes() == report
     metrics = (out / "normal" / "metrics.jsonl").read_bytes()
-    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3", "--resume"]) == 0
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3", "--resume", *PNG_ONLY]) == 0
     assert (out / "normal" / "metrics.jsonl").read_bytes() == metrics
-    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3"]) == 2  # exists
+    assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=3", *PNG_ONLY]) == 2  # exists
     assert "already exists" in capsys.readouterr().err
     assert main(["run", "label-law", "--out", str(out), "--set", "train.epochs=4", "--resume"]) == 2
     assert "differs" in capsys.readouterr().err

@@ -4,6 +4,8 @@ directories, and the bad inputs refused with one line."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import signal
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ctxstair.cli import main
 from ctxstair.corpus import count_corpus, read_stats
 from ctxstair.corpus.megatron import write_indexed
 from ctxstair.corpus.sources import open_source
@@ -176,6 +179,26 @@ def test_one_two_workers_and_ray_give_byte_identical_directories(tmp_path, monke
     assert _files(other.path) == outs["one"]
 
 
+@pytest.mark.parametrize("kind", ["flat", "megatron"])
+def test_a_file_written_again_or_reached_from_another_folder_is_counted_afresh(kind, tmp_path, monkeypatch):
+    """In one process (a notebook), the same path names new ids after the file is written again (the
+    same lengths, so stale windows would pass unseen), and a relative path names another file after a
+    change of working directory (other lengths): each count is its own file's brute-force count."""
+    first = planted_documents(1)
+    again = [(doc + 1) % V for doc in first]
+    other = planted_documents(2)
+    for folder, docs in (("a", first), ("b", other)):
+        (tmp_path / folder).mkdir()
+        write_format(kind, docs, tmp_path / folder)
+    path = write_format(kind, first, tmp_path / "a")
+    monkeypatch.chdir(tmp_path / "a")
+    check_against_brute_force(count_corpus([path.name], tmp_path / "first", **SETTINGS), brute_windows(first, "joined"))
+    write_format(kind, again, tmp_path / "a")
+    check_against_brute_force(count_corpus([path.name], tmp_path / "again", **SETTINGS), brute_windows(again, "joined"))
+    monkeypatch.chdir(tmp_path / "b")
+    check_against_brute_force(count_corpus([path.name], tmp_path / "other", **SETTINGS), brute_windows(other, "joined"))
+
+
 def test_a_count_starts_no_more_workers_than_its_size_repays():
     from ctxstair.corpus.count import LIGHT_TOKENS_PER_WORKER, TOKENS_PER_WORKER, workers_for
 
@@ -224,6 +247,17 @@ def test_a_killed_count_resumes_to_the_same_bytes(tmp_path):
     assert _files(tmp_path / "killed") == _files(tmp_path / "whole")
 
 
+def _in_process(*args: str, cwd: Path, capsys) -> subprocess.CompletedProcess:
+    """``ctxstair corpus *args`` from ``cwd``, called in this process through the command's ``main``: its
+    exit code and what it printed, as :func:`_cli` gives them without starting an interpreter (that the
+    installed entry point prints a refusal without a traceback is checked in tests/cli/test_cli.py)."""
+    capsys.readouterr()
+    with contextlib.chdir(cwd):
+        code = main(["corpus", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
 def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -232,51 +266,53 @@ def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
         assert word in lines[0], lines[0]
 
 
-def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path):
+def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path, capsys):
+    corpus = functools.partial(_in_process, cwd=tmp_path, capsys=capsys)
     docs = planted_documents()
     write_format("flat", docs, tmp_path)
     base = ["--window", str(W), "--tokens", "3,5,7,11"]
-    _refused(_cli("count", "train.bin", "--vocab-size", "20", *base, "--out", "small", cwd=tmp_path),
+    _refused(corpus("count", "train.bin", "--vocab-size", "20", *base, "--out", "small"),
              "outside the vocabulary of 20")
     assert not (tmp_path / "small").exists()
     # A signed dtype can hold a negative id, which an index would read from the end of a table.
     (tmp_path / "signed.bin").write_bytes(np.array([3, 5, -4, 7] * 40, dtype=np.int32).tobytes())
-    _refused(_cli("count", "signed.bin", "--dtype", "int32", "--vocab-size", str(V), *base, "--out", "n",
-                  cwd=tmp_path), "token id -4")
+    _refused(corpus("count", "signed.bin", "--dtype", "int32", "--vocab-size", str(V), *base, "--out", "n"),
+             "token id -4")
     # ... and a uint64 id past 2^63 is checked before it becomes an int64 (where it would be negative).
     np.save(tmp_path / "wide.npy", np.array([3, 5, 2**63 + 5, 7] * 40, dtype=np.uint64))
-    _refused(_cli("count", "wide.npy", "--vocab-size", str(V), *base, "--out", "u", cwd=tmp_path),
+    _refused(corpus("count", "wide.npy", "--vocab-size", str(V), *base, "--out", "u"),
              f"token id {2**63 + 5}")
     np.save(tmp_path / "floats.npy", np.ones(100))
-    _refused(_cli("count", "floats.npy", "--vocab-size", str(V), *base, "--out", "f", cwd=tmp_path), "floats.npy")
+    _refused(corpus("count", "floats.npy", "--vocab-size", str(V), *base, "--out", "f"), "floats.npy")
     (tmp_path / "odd.bin").write_bytes(b"\x01\x00\x02")
-    _refused(_cli("count", "odd.bin", "--vocab-size", str(V), *base, "--out", "o", cwd=tmp_path), "odd.bin")
+    _refused(corpus("count", "odd.bin", "--vocab-size", str(V), *base, "--out", "o"), "odd.bin")
     prefix = tmp_path / "cut"
     write_indexed(prefix, docs, "uint16")
     data = (tmp_path / "cut.bin").read_bytes()
     (tmp_path / "cut.bin").write_bytes(data[: len(data) // 2])
-    _refused(_cli("count", "cut.idx", "--vocab-size", str(V), *base, "--out", "c", cwd=tmp_path), "cut")
+    _refused(corpus("count", "cut.idx", "--vocab-size", str(V), *base, "--out", "c"), "cut")
     write_indexed(prefix, docs, "uint16")
     index = (tmp_path / "cut.idx").read_bytes()
     (tmp_path / "cut.idx").write_bytes(index[: len(index) - 8])
-    _refused(_cli("count", "cut.idx", "--vocab-size", str(V), *base, "--out", "c", cwd=tmp_path), "cut.idx")
+    _refused(corpus("count", "cut.idx", "--vocab-size", str(V), *base, "--out", "c"), "cut.idx")
     write_format("parquet", docs, tmp_path)
-    _refused(_cli("count", "train-00000.parquet", "--column", "ids", "--vocab-size", str(V), *base, "--out", "p",
-                  cwd=tmp_path), "ids")
+    _refused(corpus("count", "train-00000.parquet", "--column", "ids", "--vocab-size", str(V), *base, "--out", "p"),
+             "ids")
     (tmp_path / "text.txt").write_text("hello\n")
-    _refused(_cli("count", "text.txt", "--vocab-size", str(V), *base, "--out", "t", cwd=tmp_path), "tokenize")
+    _refused(corpus("count", "text.txt", "--vocab-size", str(V), *base, "--out", "t"), "tokenize")
     for name in ("small", "n", "u", "f", "o", "c", "p", "t"):
         assert not (tmp_path / name).exists(), name
 
 
-def test_a_text_file_named_bin_is_refused_unless_accepted_as_tokens(tmp_path):
+def test_a_text_file_named_bin_is_refused_unless_accepted_as_tokens(tmp_path, capsys):
+    corpus = functools.partial(_in_process, cwd=tmp_path, capsys=capsys)
     text = "It was the best of times, it was the worst of times.\n" * 4000  # 212 kB: every id < 2^16
     (tmp_path / "train.bin").write_text(text)
     args = ["count", "train.bin", "--vocab-size", str(2**16), "--window", str(W), "--tokens", "3,5,7,11"]
-    _refused(_cli(*args, "--out", "refused", cwd=tmp_path), "train.bin: its first 212,000 bytes read as text",
+    _refused(corpus(*args, "--out", "refused"), "train.bin: its first 212,000 bytes read as text",
              "--text-ok")
     assert not (tmp_path / "refused").exists()
-    accepted = _cli(*args, "--text-ok", "--out", "accepted", cwd=tmp_path)
+    accepted = corpus(*args, "--text-ok", "--out", "accepted")
     assert accepted.returncode == 0, accepted.stderr
     assert read_stats(tmp_path / "accepted").manifest["tokens"] == len(text) // 2 // W * W
     # Token ids are not text: a uint16 file of ids below 256 has a zero byte in every id, and random

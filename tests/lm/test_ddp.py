@@ -94,6 +94,7 @@ def test_two_process_ddp_reproduces_the_single_process_run(tmp_path):
         assert_bitwise_equal(Run(single).snapshot(step), Run(tmp_path / "resumed").snapshot(step))
 
 
+@pytest.mark.extended  # two-process jobs
 def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path):
     result = torchrun("--out", str(tmp_path / "ddp"), *settings(**{"train.batch_size": 7}))
     assert result.returncode != 0

@@ -14,6 +14,7 @@ import pytest
 import torch
 import transformers
 from hub_helpers import REVISIONS, add_series, cli, run_series, save_neox
+from short_runs import PNG_ONLY
 
 from ctxstair.checkpoints.base import embedding_sha256
 from ctxstair.checkpoints.hub import in_step_order, parse_revisions, revision_position, revision_step
@@ -66,7 +67,7 @@ def test_names_of_no_scheme_have_no_step():
 def test_olmo_rows_carry_the_tokens_seen_and_the_series_reads_them(fake_hub, tokenizer, tmp_path):
     olmo = [name for name, _, _ in SCHEMES["olmo"][:3]]
     folders = add_series(fake_hub, tokenizer, "neox", revisions=olmo)
-    options = ["--corpus", "synthetic", "--k", "20", "--window", "16", "--no-probe"]
+    options = ["--corpus", "synthetic", "--k", "20", "--window", "16", "--no-probe", *PNG_ONLY]
     assert cli("org/tiny", "--revisions", ",".join(reversed(olmo)), *options, "--out", str(tmp_path / "olmo")) == 0
     rows = json.loads((tmp_path / "olmo" / "analysis.json").read_text())["checkpoints"]
     assert [(row["name"], row["step"], row["tokens"]) for row in rows] == [
@@ -118,7 +119,7 @@ def test_duplicated_branches_are_flagged_recorded_and_left_out_of_the_curve(fake
     capsys.readouterr()
     out = tmp_path / "series"
     args = ["org/tiny", "--revisions", "step0,step1,step4,step16", "--corpus", "synthetic", "--k", "20",
-            "--window", "16"]
+            "--window", "16", *PNG_ONLY]
     assert cli(*args, "--out", str(out)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert f"flagged step1, left out of the curves: {DUPLICATE}" in lines

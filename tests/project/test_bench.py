@@ -149,6 +149,7 @@ def test_headline_table_reads_the_explorer_budgets():
         "5.71 MB, interactive in 1629 ms, redraw 43 ms median and 53 ms max (all met) |"]
 
 
+@pytest.mark.extended  # a benchmark run whole: ≈ 8 s on 2 cores
 def test_bench_only_signatures_prints_the_table(capsys):
     assert main(["bench", "--only", "signatures"]) == 0
     out = capsys.readouterr().out
@@ -169,6 +170,7 @@ def test_bench_unknown_name_exits_2(capsys):
     assert exit_.value.code == 2
 
 
+@pytest.mark.extended  # a benchmark script run whole (five families): ≈ 23 s on 2 cores
 def test_lm_throughput_quick_prints_both_ratios():
     root = ROOT
     out = subprocess.run([sys.executable, str(root / "benchmarks" / "lm_throughput.py"), "--quick"],

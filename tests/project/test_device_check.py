@@ -71,6 +71,7 @@ def test_the_summary_gathers_every_step(tmp_path):
     assert report["steps"][1]["log_tail"] == [] and "result" not in report["steps"][1]
 
 
+@pytest.mark.extended  # a benchmark script run whole: ≈ 8 s on 2 cores
 def test_throughput_script_counts_its_flops(tmp_path):
     out = tmp_path / "speed.json"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "lm_train_speed.py"), "--quick", "--device", "cpu",

@@ -5,6 +5,7 @@ test is what shows that it works."""
 import os
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 from repo_paths import ROOT
 
@@ -17,6 +18,7 @@ def test_the_notebook_is_stored_without_outputs():
     assert code and all(not cell.outputs and cell.execution_count is None for cell in code)
 
 
+@pytest.mark.extended  # every cell in a fresh kernel: ≈ 25 s on 2 cores
 def test_the_tutorial_notebook_runs(tmp_path, monkeypatch):
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     monkeypatch.setenv("MPLBACKEND", "Agg")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from repo_paths import SRC
+from short_runs import PNG_ONLY
 
 from ctxstair.io import atomic_write_text, claim_output, fresh_output_dir
 
@@ -25,7 +26,7 @@ def test_a_run_under_umask_022_writes_0644_files_in_0755_folders(tmp_path):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "ctxstair", "run", "staircase-add", "--set", "task.N=6",
                "--set", "train.epochs=30", "--set", "snapshots.every=10", "--set", "analysis.probe_steps=10",
-               "--out", str(out)]
+               *PNG_ONLY, "--out", str(out)]
     done = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True,
                           preexec_fn=lambda: os.umask(0o022), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -8,34 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from short_runs import SHORT_LM, SHORT_RUN
 
 from ctxstair.cli import main
-
-SHORT_RUN = ["run", "staircase-add", "--set", "task.N=6", "--set", "model.d=8", "--set", "train.epochs=60",
-             "--set", "snapshots.every=20"]
-
-
-SHORT_LM = ["lm", "train", "--set", "model.d_model=16", "--set", "model.n_layers=1", "--set", "model.n_heads=2",
-            "--set", "model.head_dim=8", "--set", "model.d_mlp=32", "--set", "corpus.window=16",
-            "--set", "corpus.vocab_size=300", "--set", "corpus.max_tokens=20000", "--set", "train.steps=40",
-            "--set", "train.batch_size=8", "--set", "snapshots.log_points=3", "--set", "snapshots.every=20",
-            "--set", "analysis.k=40", "--set", "analysis.probe_steps=30", "--set", "analysis.windows=16"]
-
-
-@pytest.fixture(scope="module")
-def finished_lm(tmp_path_factory):
-    """A complete LM run: trained, analysed (``lm_analysis.csv``), reported."""
-    out = tmp_path_factory.mktemp("finished_lm") / "run"
-    assert main([*SHORT_LM, "--out", str(out)]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A complete recipe run: trained, analysed, reported."""
-    out = tmp_path_factory.mktemp("finished") / "run"
-    assert main([*SHORT_RUN, "--out", str(out)]) == 0
-    return out
 
 
 def cut_in_half(path: Path) -> None:

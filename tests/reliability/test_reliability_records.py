@@ -9,31 +9,29 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_reliability_damaged_files import SHORT_LM, SHORT_RUN
+from short_runs import PNG_ONLY
 
 from ctxstair.cli import main
 from ctxstair.io import RECORD, read_record, recorded_files
 from ctxstair.text.tokenizer import TextTokenizer
 
 SWEEP = ["sweep", "staircase-add", "--grid", "model.init.gamma=0.5,1.5", "--set", "task.N=6", "--set", "model.d=8",
-         "--set", "train.epochs=40", "--set", "snapshots.every=20"]
+         "--set", "train.epochs=40", "--set", "snapshots.every=20", *PNG_ONLY]
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory) -> dict[str, Path]:
-    """One finished output of each kind that keeps a record."""
+def outputs(finished, finished_lm, tmp_path_factory) -> dict[str, Path]:
+    """One finished output of each kind that keeps a record (the run and the LM run are the session's)."""
     root = tmp_path_factory.mktemp("outputs")
-    assert main([*SHORT_RUN, "--out", str(root / "run")]) == 0
-    assert main([*SHORT_LM, "--out", str(root / "lm")]) == 0
     assert main([*SWEEP, "--out", str(root / "sweep")]) == 0
-    assert main(["analyze-model", str(root / "lm"), "--k", "20", "--windows", "4", "--path-windows", "2",
-                 "--probe-steps", "20", "--out", str(root / "series")]) == 0
-    tokenizer = TextTokenizer.named(str(root / "lm" / "tokenizer.json"))
+    assert main(["analyze-model", str(finished_lm), "--k", "20", "--windows", "4", "--path-windows", "2",
+                 "--probe-steps", "20", *PNG_ONLY, "--out", str(root / "series")]) == 0
+    tokenizer = TextTokenizer.named(str(finished_lm / "tokenizer.json"))
     ids = np.random.default_rng(0).integers(0, tokenizer.vocab_size, 20_000, dtype=np.uint16)
     np.save(root / "ids.npy", ids)
-    assert main(["corpus", "count", str(root / "ids.npy"), "--tokenizer", str(root / "lm" / "tokenizer.json"),
+    assert main(["corpus", "count", str(root / "ids.npy"), "--tokenizer", str(finished_lm / "tokenizer.json"),
                  "--window", "16", "--k", "10", "--out", str(root / "stats")]) == 0
-    return {kind: root / kind for kind in ("run", "lm", "sweep", "series", "stats")}
+    return {"run": finished, "lm": finished_lm, **{kind: root / kind for kind in ("sweep", "series", "stats")}}
 
 
 def records(output: Path) -> list[Path]:
@@ -104,5 +102,5 @@ def test_a_report_written_again_keeps_the_record_current(outputs, tmp_path, caps
     run = tmp_path / "run"
     shutil.copytree(outputs["run"], run)
     (run / "report.html").unlink()
-    assert main(["report", str(run)]) == 0
+    assert main(["report", str(run), *PNG_ONLY]) == 0
     assert verify(run, capsys)[0] == 0

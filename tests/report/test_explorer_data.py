@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pytest
 from explorer_helpers import ROUNDING, SMALL, TINY_LM
+from short_runs import FIGURE_FORMAT
 
 from ctxstair import rundir
 from ctxstair.alignment.pca import pca_paths
@@ -137,7 +138,8 @@ def test_pca_paths_refuses_bad_shapes(shape):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A small two-member staircase-add run directory."""
-    return run_recipe("staircase-add", tmp_path_factory.mktemp("run") / "run", dict(SMALL), seeds=2, progress=False)
+    return run_recipe("staircase-add", tmp_path_factory.mktemp("run") / "run", dict(SMALL), seeds=2, progress=False,
+                      figure_format=FIGURE_FORMAT)
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +229,8 @@ def test_a_page_is_a_pure_function_of_the_files_and_fetches_nothing(run, tmp_pat
 @pytest.fixture(scope="module")
 def lm_run(tmp_path_factory):
     """A tiny lm-staircase run directory with its analysis."""
-    return run_recipe("lm-staircase", tmp_path_factory.mktemp("lm") / "lm", dict(TINY_LM), progress=False)
+    return run_recipe("lm-staircase", tmp_path_factory.mktemp("lm") / "lm", dict(TINY_LM), progress=False,
+                      figure_format=FIGURE_FORMAT)
 
 
 @pytest.mark.parametrize("which", ["run", "lm_run"])
@@ -285,7 +288,7 @@ def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep") / "sweep"
     fixed = {k: v for k, v in SMALL.items() if k != "model.d"}
     return run_sweep("staircase-add", out, {"model.init.gamma": [0.5, 1.5], "model.d": [16, 32]}, fixed, seeds=2,
-                     workers=1)
+                     workers=2, figure_format=FIGURE_FORMAT)
 
 
 def test_sweep_payload_panels_are_the_cell_medians_of_sweep_csv(sweep):

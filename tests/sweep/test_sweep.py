@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from short_runs import FIGURE_FORMAT
 
 from ctxstair.cli import main
 from ctxstair.errors import InputError
@@ -53,7 +54,7 @@ def test_parse_grid_refuses_bad_items(items, message):
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("local") / "sweep"
-    run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=2)
+    run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=2, figure_format=FIGURE_FORMAT)
     return out
 
 
@@ -77,7 +78,7 @@ def test_each_cell_equals_the_run_it_stands_for(local_sweep, tmp_path):
     torch.set_num_threads(max(1, (__import__("os").cpu_count() or 1) // 2))
     try:
         reference = run_recipe("staircase-add", tmp_path / "ref", {**SMALL, "model.init.gamma": 1.5}, seeds=2,
-                               progress=False)
+                               progress=False, figure_format=FIGURE_FORMAT)
     finally:
         torch.set_num_threads(threads)
     assert member_rows(local_sweep / "cells" / "model.init.gamma=1.5") == member_rows(reference)
@@ -112,10 +113,11 @@ def test_resume_runs_only_missing_cells_and_checks_the_sweep(local_sweep, tmp_pa
     stamp = (kept / "metrics.jsonl").stat().st_mtime_ns
     shutil.rmtree(out / "cells" / "model.init.gamma=1.5")
     with pytest.raises(InputError, match="already exists"):
-        run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=1)
+        run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=1, figure_format=FIGURE_FORMAT)
     with pytest.raises(InputError, match="differs from the requested sweep"):
-        run_sweep("staircase-add", out, GRID, SMALL, seeds=3, workers=1, resume=True)
-    run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=1, resume=True)
+        run_sweep("staircase-add", out, GRID, SMALL, seeds=3, workers=1, resume=True,
+                  figure_format=FIGURE_FORMAT)
+    run_sweep("staircase-add", out, GRID, SMALL, seeds=2, workers=1, resume=True, figure_format=FIGURE_FORMAT)
     assert (kept / "metrics.jsonl").stat().st_mtime_ns == stamp  # the complete cell was not retrained
     assert [p.name for p in (out / "cells").iterdir() if p.name.startswith(".")] == []
     assert read_csv(out / "sweep.csv")[:2] == read_csv(local_sweep / "sweep.csv")[:2]

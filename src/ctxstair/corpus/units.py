@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 
+from ctxstair.corpus.megatron import pair_paths
 from ctxstair.corpus.sources import open_source, windows
 from ctxstair.errors import InputError
 from ctxstair.signatures.blocks import block_pair_counts
@@ -92,12 +93,36 @@ class Job:
     block_tokens: int = 1000
 
 
-@functools.lru_cache(maxsize=64)
 def window_index(spec: SourceSpec, window: int, documents: str):
-    """The windows of a source (:func:`ctxstair.corpus.sources.windows`), opened once per process."""
+    """The windows of a source (:func:`ctxstair.corpus.sources.windows`), opened once per process and
+    version of its files. A file written again under the same name, or another file that the same
+    relative path reaches from another working directory (a notebook that counts ``train.bin`` in two
+    folders), is opened afresh: an index kept by the path alone would count the old windows, or refuse
+    the new ones as out of range."""
+    return _open_windows(spec, window, documents, _file_versions(spec))
+
+
+@functools.lru_cache(maxsize=64)
+def _open_windows(spec: SourceSpec, window: int, documents: str, versions: tuple):
     # A spec is made from a source already opened, and refused, in the count's own process.
     source = open_source(spec.path, kind=spec.kind, dtype=spec.dtype, column=spec.column, text_ok=True)
     return windows(source, window, documents)
+
+
+def _file_versions(spec: SourceSpec) -> tuple:
+    """The real path, device, inode, size and modification time (ns) of each file of the source (a
+    Megatron source's ``.bin`` and ``.idx``); a file that cannot be read is left to ``open_source``,
+    which names it."""
+    files = pair_paths(spec.path) if spec.kind == "megatron" else (Path(spec.path),)
+    versions = []
+    for file in files:
+        try:
+            stat = os.stat(file)
+        except OSError:
+            versions.append((str(file),))
+            continue
+        versions.append((os.path.realpath(file), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return tuple(versions)
 
 
 def split_units(phase: str, counts: list[int], window: int, unit_tokens: int) -> list[Unit]:
