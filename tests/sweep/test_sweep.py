@@ -229,7 +229,8 @@ def test_lm_sweep_cells_are_lm_runs_with_rho_next_numbers(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, (__import__("os").cpu_count() or 1) // 2))
     try:
-        reference = run_recipe("lm-staircase", tmp_path / "ref", {**LM_SMALL, "train.lr": 0.03}, progress=False)
+        reference = run_recipe("lm-staircase", tmp_path / "ref", {**LM_SMALL, "train.lr": 0.03}, progress=False,
+                               figure_format=FIGURE_FORMAT)
     finally:
         torch.set_num_threads(threads)
     assert member_rows(out / "cells" / "train.lr=0.03")[0] | {"train_seconds": None} == \
