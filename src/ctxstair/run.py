@@ -32,7 +32,7 @@ from ctxstair.config import Config, RunConfig, dump_yaml, from_dict
 from ctxstair.config.lm import LMConfig
 from ctxstair.errors import InputError, TrainingDiverged
 from ctxstair.integrity import check_digest, digest
-from ctxstair.io import atomic_write_bytes, atomic_write_text, claim_output, remove_output
+from ctxstair.io import RECORD, atomic_write_bytes, atomic_write_text, claim_output, remove_output
 from ctxstair.models import build_ensemble
 from ctxstair.signatures import SignatureHierarchy
 from ctxstair.tasks import Dataset
@@ -134,6 +134,16 @@ class Run:
         self.clear_checkpoint()
         rundir.write_resources(self.path, seconds, plan)
         self._commit()
+
+    def finish_if_interrupted(self, seconds: float, plan: dict | None = None) -> None:
+        """Finish a training whose metrics reach its last step but whose :meth:`finish` was cut short: a
+        kill after the checkpoint was dropped and before the record was written (or, for a replacement,
+        before it took the old run's place) left a run that a resume would otherwise take for complete,
+        without ``resources.json``, its record, or its place. A run that holds its record in place is
+        finished and is left as it is."""
+        in_place = self._output is None or self._output.path == self._output.final
+        if not ((self.path / RECORD).is_file() and in_place):
+            self.finish(seconds, plan)
 
     def record_plan(self, plan: dict) -> None:
         """Record the trainer's execution plan in ``resources.json`` as training starts, so that

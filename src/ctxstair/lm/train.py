@@ -167,9 +167,10 @@ def _train(cfg: LMConfig, out: Path, ranks: Ranks, resume: bool, force: bool,
     tokenizer, windows, resumed = _prepare_ranks(run, ranks, resume, force)
     if resumed and not run.has_checkpoint() and any(r["step"] == cfg.train.steps and "val_loss" in r
                                                     for r in run.metric_rows()):
-        if lead:  # trained; a run killed while it exported gets its folders now
+        if lead:  # trained; a run killed while it exported or finished gets its folders and record now
             export_run(run, cfg.snapshots.export, missing_only=True)
-        return out  # already complete
+            run.finish_if_interrupted(time.perf_counter() - started)
+        return out  # complete
     train, val = split_indices(len(windows), cfg.train.seed, cfg.train.val_windows)
     model = build_model(cfg, tokenizer.vocab_size).to(ranks.device)
     stds = causal_lm.init_stds(model, causal_lm.gammas_of(cfg.model.init))  # of the whole matrices, before sharding

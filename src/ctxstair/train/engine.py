@@ -247,7 +247,8 @@ def _train_run(cfg: RunConfig, out: Path, resume: bool, force: bool, hook: Epoch
     run = Run(out, cfg)
     dataset, resumed = prepare(run, resume, force)
     if resumed and not run.has_checkpoint() and _completed(run, cfg.train.epochs):
-        return out  # already complete
+        run.finish_if_interrupted(time.perf_counter() - started, run.recorded_plan())
+        return out  # complete
     device = resolve_device(cfg.train.device)
     model = build_ensemble(cfg, dataset).to(device)
     optimizer = make_optimizer(cfg, model.parameters())
