@@ -37,7 +37,11 @@ from ctxstair.errors import InputError
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory, then rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory, then rename. In a
+    recorded output the record takes the new file's SHA-256 before the rename: a kill between the two
+    then leaves a record ahead of a file that is missing or about to be written again, which a resume
+    writes; the other order left a file in place that the record did not list, and a resume that skips
+    work whose file exists (an analysis) kept it so."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
@@ -48,11 +52,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        _note_written(path, data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _note_written(path, data)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

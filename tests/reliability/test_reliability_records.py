@@ -9,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from short_runs import PNG_ONLY
+from recipe_helpers import run_contents
+from short_runs import PNG_ONLY, SHORT_RUN
 
+from ctxstair import io
 from ctxstair.cli import main
 from ctxstair.io import RECORD, read_record, recorded_files
 from ctxstair.text.tokenizer import TextTokenizer
@@ -104,3 +106,28 @@ def test_a_report_written_again_keeps_the_record_current(outputs, tmp_path, caps
     (run / "report.html").unlink()
     assert main(["report", str(run), *PNG_ONLY]) == 0
     assert verify(run, capsys)[0] == 0
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing in the command may catch it."""
+
+
+def test_a_kill_between_a_file_and_its_record_entry_is_made_good_by_resume(finished, tmp_path, monkeypatch, capsys):
+    """The analysis's alignment.csv is written into a recorded run and its entry added; a kill between
+    the two, then ``--resume`` (which skips an analysis whose file exists), ends with the files and the
+    record of the uninterrupted run."""
+    out = tmp_path / "run"
+    note = io._note_written
+
+    def stop_at_the_alignment(path, data):
+        if path.name == "alignment.csv":
+            raise Killed
+        note(path, data)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(io, "_note_written", stop_at_the_alignment)
+        with pytest.raises(Killed):
+            main([*SHORT_RUN, "--out", str(out)])
+    assert main([*SHORT_RUN, "--out", str(out), "--resume"]) == 0
+    assert run_contents(out) == run_contents(finished)
+    assert verify(out, capsys)[0] == 0
