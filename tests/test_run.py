@@ -15,7 +15,7 @@ from recipe_helpers import run_contents
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.io import RECORD, read_record
 from ctxstair.lm.train import train_lm
-from ctxstair.run import Run
+from ctxstair.run import CHECKPOINT_DIR, Run
 from ctxstair.train import train_run
 
 ENGINE = {"task.N": 6, "model.d": 8, "train.epochs": 40, "snapshots.every": 20}
@@ -33,7 +33,7 @@ def kill_inside_finish(monkeypatch, moment: str) -> None:
 
     def clear_then_stop(run):
         if moment == "half-dropped":
-            (run.path / "checkpoint" / "state.json").unlink()
+            (run.path / CHECKPOINT_DIR / "state.json").unlink()
             raise Killed
         clear(run)
         if moment == "dropped":

@@ -211,10 +211,10 @@ def test_semantics_from_statistics_equals_semantics_of_the_text(tmp_path):
 
 
 def test_the_commands_count_describe_and_read_statistics(tmp_path, capsys):
-    import contextlib
     import json
 
-    from ctxstair.cli import main
+    from command_helpers import in_process
+
     from ctxstair.text.synthetic import synthetic_corpus
     from ctxstair.text.tokenizer import TextTokenizer
 
@@ -223,13 +223,10 @@ def test_the_commands_count_describe_and_read_statistics(tmp_path, capsys):
     tokenizer = TextTokenizer.train_bpe(text, 500)
     tokenizer.save(tmp_path / "tokenizer.json")
 
-    def cli(*args: str) -> str:  # the command, as the console script calls it, from tmp_path
-        capsys.readouterr()
-        with contextlib.chdir(tmp_path):
-            code = main(list(args))
-        printed = capsys.readouterr()
-        assert code == 0, printed.err
-        return printed.out
+    def cli(*args: str) -> str:
+        done = in_process(list(args), capsys, tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
     cli("corpus", "tokenize", "corpus.txt", "--tokenizer", "tokenizer.json", "--out", "tokens", "--workers", "2")
     printed = cli("corpus", "count", "tokens.idx", "--tokenizer", "tokenizer.json", "--window", "32", "--k", "20",

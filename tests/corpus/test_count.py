@@ -4,7 +4,6 @@ directories, and the bad inputs refused with one line."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -16,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from command_helpers import in_process
 
-from ctxstair.cli import main
 from ctxstair.corpus import count_corpus, read_stats
 from ctxstair.corpus.megatron import write_indexed
 from ctxstair.corpus.sources import open_source
@@ -247,15 +246,9 @@ def test_a_killed_count_resumes_to_the_same_bytes(tmp_path):
     assert _files(tmp_path / "killed") == _files(tmp_path / "whole")
 
 
-def _in_process(*args: str, cwd: Path, capsys) -> subprocess.CompletedProcess:
-    """``ctxstair corpus *args`` from ``cwd``, called in this process through the command's ``main``: its
-    exit code and what it printed, as :func:`_cli` gives them without starting an interpreter (that the
-    installed entry point prints a refusal without a traceback is checked in tests/cli/test_cli.py)."""
-    capsys.readouterr()
-    with contextlib.chdir(cwd):
-        code = main(["corpus", *args])
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(args, code, out, err)
+def corpus_command(*args: str, capsys, cwd: Path) -> subprocess.CompletedProcess:
+    """``ctxstair corpus *args`` from ``cwd``, in this process (:func:`command_helpers.in_process`)."""
+    return in_process(["corpus", *args], capsys, cwd)
 
 
 def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
@@ -267,7 +260,7 @@ def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path, capsys):
-    corpus = functools.partial(_in_process, cwd=tmp_path, capsys=capsys)
+    corpus = functools.partial(corpus_command, capsys=capsys, cwd=tmp_path)
     docs = planted_documents()
     write_format("flat", docs, tmp_path)
     base = ["--window", str(W), "--tokens", "3,5,7,11"]
@@ -305,7 +298,7 @@ def test_bad_inputs_are_refused_with_one_line_and_nothing_written(tmp_path, caps
 
 
 def test_a_text_file_named_bin_is_refused_unless_accepted_as_tokens(tmp_path, capsys):
-    corpus = functools.partial(_in_process, cwd=tmp_path, capsys=capsys)
+    corpus = functools.partial(corpus_command, capsys=capsys, cwd=tmp_path)
     text = "It was the best of times, it was the worst of times.\n" * 4000  # 212 kB: every id < 2^16
     (tmp_path / "train.bin").write_text(text)
     args = ["count", "train.bin", "--vocab-size", str(2**16), "--window", str(W), "--tokens", "3,5,7,11"]
