@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from lm_helpers import tiny
 from recipe_helpers import run_contents
+from stand_ins import Killed
 
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.io import RECORD, read_record
@@ -19,10 +20,6 @@ from ctxstair.run import CHECKPOINT_DIR, Run
 from ctxstair.train import train_run
 
 ENGINE = {"task.N": 6, "model.d": 8, "train.epochs": 40, "snapshots.every": 20}
-
-
-class Killed(BaseException):
-    """Stands for SIGKILL: nothing in the trainer may catch it."""
 
 
 def kill_inside_finish(monkeypatch, moment: str) -> None:

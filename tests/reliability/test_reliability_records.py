@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from recipe_helpers import run_contents
 from short_runs import PNG_ONLY, SHORT_RUN
+from stand_ins import Killed
 
 from ctxstair import io
 from ctxstair.cli import main
@@ -106,10 +107,6 @@ def test_a_report_written_again_keeps_the_record_current(outputs, tmp_path, caps
     (run / "report.html").unlink()
     assert main(["report", str(run), *PNG_ONLY]) == 0
     assert verify(run, capsys)[0] == 0
-
-
-class Killed(BaseException):
-    """Stands for SIGKILL: nothing in the command may catch it."""
 
 
 def test_a_kill_between_a_file_and_its_record_entry_is_made_good_by_resume(finished, tmp_path, monkeypatch, capsys):
