@@ -14,6 +14,8 @@
   besides ``tests/reliability/``; no test module lives there. ``conftest.py`` may sit in any folder.
 """
 
+import re
+
 from repo_paths import HELPERS, ROOT, TESTS
 
 PACKAGE = ROOT / "src" / "ctxstair"
@@ -58,3 +60,12 @@ def test_the_helper_folder_is_on_pytests_path():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'pythonpath = ["tests/{HELPER_FOLDER}", "tests/reliability"]' in pyproject
     assert "--import-mode=importlib" in pyproject
+
+
+def test_the_reliability_page_lists_every_reliability_test_module():
+    """docs/reliability.md opens with a table of the modules in ``tests/reliability/``, one row each:
+    a module added without a row, or a row left for a module that is gone, is a stale map."""
+    page = (ROOT / "docs" / "reliability.md").read_text()
+    listed = re.findall(r"^\| `(test_\w+\.py)` \|", page, flags=re.MULTILINE)
+    present = sorted(path.name for path in (TESTS / "reliability").glob("test_*.py"))
+    assert sorted(listed) == present
