@@ -6,13 +6,13 @@ import json
 
 import pytest
 import torch
+from engine_helpers import grouped, trained
 from recipe_helpers import run_contents as contents
 
-from ctxstair import numerics, tasks
+from ctxstair import tasks
 from ctxstair.config import RunConfig, apply_overrides
 from ctxstair.models import build_ensemble
 from ctxstair.train import engine, plan, train_run
-from ctxstair.train.plan import ExecutionPlan, PassPlan
 
 K = 6
 
@@ -21,31 +21,6 @@ def config(**overrides) -> RunConfig:
     base = {"task.N": 8, "model.d": 32, "train.members": K, "train.optimizer": "adam", "train.lr": 0.01,
             "train.epochs": 20, "snapshots.every": 10, "analysis.enabled": False}
     return apply_overrides(RunConfig(), base | {k.replace("__", "."): v for k, v in overrides.items()})
-
-
-def trained(cfg: RunConfig, execution: ExecutionPlan, epochs: int = 4) -> dict[str, torch.Tensor]:
-    """The weights after ``epochs`` updates, ``ctxstair run``'s update made under ``execution``."""
-    numerics.apply_to_torch()
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    X, y = torch.from_numpy(dataset.X), torch.from_numpy(dataset.y)
-    torch.manual_seed(0)
-    model = build_ensemble(cfg, dataset)
-    execution.apply(model)
-    optimizer = engine.make_optimizer(cfg, model.parameters())
-    update = engine.epoch_update(cfg, model, optimizer, X, y, torch.Generator().manual_seed(1), execution)
-    for epoch in range(epochs):
-        optimizer.zero_grad()
-        losses, _ = engine.member_losses(model, X, y, backward=engine.reuses_forward(cfg, X.shape[0]),
-                                         plan=execution)
-        update(epoch, losses)
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
-
-
-def grouped(cfg: RunConfig, group: int, embedding_sum: str | None) -> ExecutionPlan:
-    """A plan running ``group`` members at a time in every pass of ``cfg``."""
-    dataset = tasks.make(cfg.task.name, **cfg.task.params)
-    return ExecutionPlan(tuple(PassPlan(size, group, embedding_sum)
-                               for size in plan.pass_sizes(cfg, dataset.n_samples)))
 
 
 @pytest.mark.parametrize("overrides, embedding_sum", [

@@ -138,15 +138,21 @@ def embedding_sum(W_E: torch.Tensor, X: torch.Tensor, method: str | None = None)
 
     ``method`` (default: :func:`embedding_sum_method`): ``counts``, the count matrix ``N(X) @ W_E``,
     one dense matmul, cheapest when per-call overhead dominates; ``gather``, the L rows of each
-    sample (``embedding`` over the K stacked tables), L/(2V) of the matmul's work. Both are
-    deterministic on CPU and agree up to rounding."""
+    sample (``embedding`` over the K stacked tables), L/(2V) of the matmul's work; on the CPU the
+    gather runs as compiled loops that give torch's bits without its (K, n, L, d) intermediates
+    (:mod:`ctxstair.models.kernels`). Both are deterministic on CPU and agree up to rounding."""
     K, V, d = W_E.shape
     if (method or embedding_sum_method(X.shape[0], V, d)) == "counts":
         counts = torch.zeros(X.shape[0], V, dtype=W_E.dtype, device=W_E.device)
         counts.scatter_add_(1, X, torch.ones_like(X, dtype=W_E.dtype))
         return counts @ W_E
-    offsets = torch.arange(K, device=X.device)[:, None, None] * V  # member k's rows start at k·V
-    return torch.nn.functional.embedding(X + offsets, W_E.reshape(K * V, d)).sum(dim=2)
+    rows = X + torch.arange(K, device=X.device)[:, None, None] * V  # member k's rows start at k·V
+    if W_E.device.type == "cpu":
+        from ctxstair.models import kernels  # numba is imported only where a gather runs on the CPU
+
+        if W_E.dtype in kernels.COMPILED_DTYPES:
+            return kernels.GatherSum.apply(W_E.reshape(K * V, d), rows)
+    return torch.nn.functional.embedding(rows, W_E.reshape(K * V, d)).sum(dim=2)
 
 
 def fixed_directions(vocab_size: int, d: int, generator: torch.Generator, phi1: np.ndarray | None) -> torch.Tensor:
