@@ -65,4 +65,3 @@ def test_training_through_the_compiled_loops_gives_the_same_weights(task, monkey
     reference = trained(cfg, grouped(cfg, 3, "gather"))
     assert not calls
     assert all(torch.equal(compiled[name], reference[name]) for name in reference)
-

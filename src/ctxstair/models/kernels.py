@@ -82,4 +82,3 @@ class GatherSum(torch.autograd.Function):
         grad_table = torch.zeros(ctx.table_rows, grad.shape[2], dtype=grad.dtype)
         _add_into_rows(grad.contiguous().numpy(), rows.numpy(), grad_table.numpy())
         return grad_table, None
-
