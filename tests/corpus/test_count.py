@@ -399,6 +399,27 @@ def test_each_array_is_stored_in_its_smallest_exact_layout():
         expand(entry, {**parts, "indices": parts["indices"][:-1]})
 
 
+def test_the_layout_is_the_one_the_full_csr_sizes_choose():
+    """The CSR is built only when its count of nonzero entries allows it to fit; the layout chosen is
+    still the one that comparing the full CSR's bytes with the dense bytes gives, on arrays whose
+    density, value range and sign put them on both sides of the threshold."""
+    from ctxstair.corpus.stats import SPARSE_SHARE, compact, csr_parts, smallest_dtype
+
+    rng = np.random.default_rng(1)
+    chosen = set()
+    for trial in range(400):
+        shape = tuple(rng.integers(1, 40, rng.integers(1, 4)))
+        low, high = [(1, 3), (1, 300), (1, 70_000), (-200, 200), (-3, 0), (2**31, 2**33)][trial % 6]
+        values = rng.integers(low, high, shape)
+        array = np.where(rng.random(shape) < rng.random() ** 2, values, 0).astype(np.int64)
+        parts = csr_parts(array.reshape(-1, array.shape[-1]))
+        csr_bytes = sum(p.astype(smallest_dtype(p)).nbytes for p in parts)
+        expected = "csr" if csr_bytes <= SPARSE_SHARE * array.size * smallest_dtype(array).itemsize else "dense"
+        assert compact(array)[0]["layout"] == expected, (shape, low, high)
+        chosen.add(expected)
+    assert chosen == {"csr", "dense"}
+
+
 def test_ordinary_pages_turns_numpys_huge_pages_off_only_inside_its_block():
     """ordinary_pages(), which a count and each of its units run inside, is a count's only change to
     its process: numpy's huge-page advice is off inside the block and back to what it was after it,
