@@ -401,9 +401,10 @@ def test_each_array_is_stored_in_its_smallest_exact_layout():
 
 def test_the_layout_is_the_one_the_full_csr_sizes_choose():
     """The CSR is built only when its count of nonzero entries allows it to fit; the layout chosen is
-    still the one that comparing the full CSR's bytes with the dense bytes gives, on arrays whose
-    density, value range and sign put them on both sides of the threshold."""
-    from ctxstair.corpus.stats import SPARSE_SHARE, compact, csr_parts, smallest_dtype
+    still the one that comparing the full CSR's bytes with the dense bytes gives, on int64 and int32
+    arrays whose density, value range and sign put them on both sides of the threshold; each reads
+    back as the same values in int64."""
+    from ctxstair.corpus.stats import SPARSE_SHARE, compact, csr_parts, expand, smallest_dtype
 
     rng = np.random.default_rng(1)
     chosen = set()
@@ -411,13 +412,17 @@ def test_the_layout_is_the_one_the_full_csr_sizes_choose():
         shape = tuple(rng.integers(1, 40, rng.integers(1, 4)))
         low, high = [(1, 3), (1, 300), (1, 70_000), (-200, 200), (-3, 0), (2**31, 2**33)][trial % 6]
         values = rng.integers(low, high, shape)
-        array = np.where(rng.random(shape) < rng.random() ** 2, values, 0).astype(np.int64)
+        dtype = np.int32 if trial // 6 % 2 and high < 2**31 else np.int64
+        array = np.where(rng.random(shape) < rng.random() ** 2, values, 0).astype(dtype)
         parts = csr_parts(array.reshape(-1, array.shape[-1]))
         csr_bytes = sum(p.astype(smallest_dtype(p)).nbytes for p in parts)
         expected = "csr" if csr_bytes <= SPARSE_SHARE * array.size * smallest_dtype(array).itemsize else "dense"
-        assert compact(array)[0]["layout"] == expected, (shape, low, high)
-        chosen.add(expected)
-    assert chosen == {"csr", "dense"}
+        entry, stored = compact(array)
+        assert entry["layout"] == expected, (shape, low, high)
+        back = expand(json.loads(json.dumps(entry)), stored)
+        assert back.dtype == np.int64 and np.array_equal(back, array), (shape, low, high)
+        chosen.add((expected, dtype))
+    assert chosen == {(layout, dtype) for layout in ("csr", "dense") for dtype in (np.int32, np.int64)}
 
 
 @pytest.mark.parametrize("window", [1000, 2**30])
