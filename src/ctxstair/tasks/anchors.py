@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.stats
 
 from ctxstair.checks import MAX_INT, check_choice, check_disjoint, check_float, check_int, check_rows
 from ctxstair.errors import InputError
@@ -112,6 +111,8 @@ def label_law_probabilities(law: str, n_labels: int, mu: float = 25.0, sigma: fl
     elif law == "normal":
         log_w = -((y - mu) ** 2) / (2.0 * sigma**2)
     elif law == "poisson":
+        import scipy.stats  # here, not at the top: it takes 0.6 s to import, and every task import paid it
+
         log_w = scipy.stats.poisson.logpmf(y, lam)
     else:
         log_w = -rate * y
