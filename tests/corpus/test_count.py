@@ -236,6 +236,7 @@ def test_a_killed_count_resumes_to_the_same_bytes(tmp_path):
     process.wait()
     finished = len(list(work.glob("rows-*.json")) + list(work.glob("unigram-*.json")))
     assert 0 < finished < 2 * 98, "the kill did not land in the middle of the count"
+    assert (work / "plan.json").is_file(), "a unit was recorded done before the plan it belongs to"
     assert not (tmp_path / "killed" / "manifest.json").exists()
     with pytest.raises(InputError, match="unfinished count"):
         read_stats(tmp_path / "killed")
@@ -244,6 +245,24 @@ def test_a_killed_count_resumes_to_the_same_bytes(tmp_path):
     resumed = _cli(*args, "--out", "killed", "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert _files(tmp_path / "killed") == _files(tmp_path / "whole")
+
+
+def test_a_count_killed_before_it_recorded_its_plan_starts_afresh_on_resume(tmp_path):
+    """The sources are hashed while the first units count, and the plan is recorded before the first
+    unit is: a count killed before that left a claimed directory with a work folder, no plan and no
+    unit recorded (perhaps a unit file written but not recorded); resumed, it counts everything again,
+    to the bytes of a count never killed."""
+    rng = np.random.default_rng(1)
+    rng.integers(0, V, size=50_000).astype(np.uint16).tofile(tmp_path / "train.bin")
+    options = dict(vocab_size=V, window=W, tokens=TOKENS, prefix_labels=9, attention_windows=6, unit_tokens=4096)
+    count_corpus([tmp_path / "train.bin"], tmp_path / "whole", **options)
+    work = tmp_path / "killed" / ".units"
+    work.mkdir(parents=True)
+    (work / "unigram-000000.safetensors").write_bytes(b"written, never recorded")
+    count_corpus([tmp_path / "train.bin"], tmp_path / "killed", resume=True, **options)
+    assert _files(tmp_path / "killed") == _files(tmp_path / "whole")
+    with pytest.raises(InputError, match="complete statistics directory"):
+        count_corpus([tmp_path / "train.bin"], tmp_path / "killed", resume=True, **options)
 
 
 def corpus_command(*args: str, capsys, cwd: Path) -> subprocess.CompletedProcess:

@@ -2,8 +2,9 @@
 
 :func:`count_corpus` is map-reduce over work units (:mod:`ctxstair.corpus.units`):
 
-1. the sources are opened and hashed, and the plan (sources, window, what is counted, the
-   settings) is written to ``OUT/.units/plan.json``;
+1. the sources are opened; they are hashed in a thread while the first units count (a count is
+   IO- and compute-bound on other cores), and the plan (sources with their hashes, window, what is
+   counted, the settings) is written to ``OUT/.units/plan.json`` before any unit is recorded done;
 2. the ``unigram`` pass counts every unit; each unit's arrays are written to
    ``OUT/.units/<unit>.safetensors`` and then its completion record ``<unit>.json``, both atomically,
    so a count killed midway and started again with ``resume=True`` skips the finished units;
@@ -11,7 +12,7 @@
    word-like ones, :func:`ctxstair.signatures.frequent.most_frequent`) or given, and the prefix
    labels from the counts at positions >= 1 (:func:`~ctxstair.signatures.frequent.label_set`);
 4. the ``rows`` pass counts the next-token rows and prefix counts of T on every unit;
-5. the sums (exact int64, in unit order; integer sums do not depend on the order or on the
+5. the sums (exact integers, in unit order; integer sums do not depend on the order or on the
    number of workers) and the seeded sample of windows are written, each array in its compact layout
    (:mod:`ctxstair.corpus.stats`), the manifest last, and the work folder is removed.
 
@@ -22,10 +23,13 @@ counts, the prefix counts :func:`~ctxstair.signatures.prefix_counts`'.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +69,9 @@ K, PREFIX_LABELS, SAMPLE_WINDOWS, SEED = 200, 1000, 128, 0
 #: Largest default unit (tokens): a unit's prefix counts are one dense (T, Y, T) int32 file.
 UNIT_TOKENS = 1 << 27
 #: Fewest tokens per local worker (:func:`workers_for`) for a count with any of :data:`HEAVY_COUNTS`:
-#: a worker costs about a second to start and its unit files about half a second to sum, which a
-#: share of fewer tokens does not repay (benchmarks/RESULTS.md, "Corpus statistics over a token file").
+#: a worker cost about a second to start when this was set (a third of a second since its imports
+#: left out scipy.stats) and its unit files up to half a second to sum, which a share of fewer tokens
+#: does not repay (benchmarks/RESULTS.md, "Corpus statistics over a token file").
 TOKENS_PER_WORKER = 1 << 25
 #: The same for a count without them (unigram counts, next-token rows, sample): it counts about four
 #: times as many tokens per second on one core (45 against 12 M), so a worker needs four times the
@@ -160,14 +165,14 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
                 "tokens_given": None if given is None else given.tolist(), "k": k, "prefix_labels": prefix_labels,
                 "attention_windows": attention_windows, "seed": seed, "groups": _groups_plan(groups, block_tokens),
                 "unit_tokens": _unit_tokens(unit_tokens, total_windows, window, workers)}
-    with ordinary_pages(), Executor(workers, ray) as executor:
+    with ordinary_pages(), Executor(workers, ray) as executor, ThreadPoolExecutor(1) as hashing:
         executor.start()  # the workers start and import while the sources are hashed, once per count
-        plan = {"sources": [_describe(spec) for spec in specs], **settings}
+        plan = functools.partial(_with_sources, settings, hashing.submit(lambda: [_describe(s) for s in specs]))
         output = claim_output(out, resume=resume, force=force, what="statistics directory",
-                              start=lambda folder: _write_plan(folder, plan),
-                              same=lambda folder: _same_plan(folder, plan))
+                              start=lambda folder: (folder / WORK).mkdir(parents=True),
+                              same=lambda folder: _same_plan(folder, plan()))
         try:
-            _count(output.path, specs, counts, plan, count, given, tokenizer, executor, progress)
+            _count(output.path, specs, counts, settings, plan, count, given, tokenizer, executor, progress)
         except InputError:
             if not output.resumed:  # bad data found while counting: nothing half-written stays
                 shutil.rmtree(output.path, ignore_errors=True)
@@ -176,11 +181,19 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     return CorpusStats(output.final)
 
 
-def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict, count: tuple[str, ...],
-           given: np.ndarray | None, tokenizer, executor: Executor, progress: bool | None) -> None:
-    """The passes of :func:`count_corpus` (module docstring) into the claimed ``folder``."""
+def _count(folder: Path, specs: list[SourceSpec], counts: list[int], settings: dict, full_plan: Callable[[], dict],
+           count: tuple[str, ...], given: np.ndarray | None, tokenizer, executor: Executor,
+           progress: bool | None) -> None:
+    """The passes of :func:`count_corpus` (module docstring) into the claimed ``folder``: ``settings`` are
+    this call's, ``full_plan()`` adds the sources with their hashes (waiting for them)."""
     work = folder / WORK
-    plan = json.loads((work / "plan.json").read_text())  # a resumed count keeps its units
+    recorded = work / "plan.json"
+    plan = json.loads(recorded.read_text()) if recorded.is_file() else settings  # a resumed count keeps its units
+
+    def record_plan() -> None:  # before the first unit is recorded done, so that a resume can check it
+        if not recorded.is_file():
+            _write_plan(folder, full_plan())
+
     window, documents, vocab_size = plan["window"], plan["documents"], plan["vocab_size"]
     k, prefix_labels, seed = plan["k"], plan["prefix_labels"], plan["seed"]
     total_windows = sum(counts)
@@ -195,7 +208,8 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
             rows = None if plan["groups"] is None else tuple(tuple(ids) for ids in plan["groups"]["words"].values())
             job = Job(tuple(specs), window, documents, vocab_size, bigram="bigram" in count, groups=rows,
                       block_tokens=1 if plan["groups"] is None else plan["groups"]["block_tokens"])
-            first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, executor, bar)
+            first = _sum_units(job, split_units(UNIGRAM, counts, window, plan["unit_tokens"]), work, executor, bar,
+                               record_plan)
             if given is None and tokenizer is not None:
                 tracked = most_frequent(first["unigram"], k, eligible=word_like_mask(tokenizer, first["unigram"]))
             arrays.update({name: first[name] for name in ("unigram", "next_position")})
@@ -209,7 +223,8 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
             labels = label_set(first["next_position"], tracked, prefix_labels) if "prefix" in count else None
             rows_job = Job(tuple(specs), window, documents, vocab_size, tokens=tuple(tracked.tolist()),
                            labels=None if labels is None else tuple(labels.tolist()), next_rows="next" in count)
-            second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, executor, bar)
+            second = _sum_units(rows_job, split_units(ROWS, counts, window, plan["unit_tokens"]), work, executor,
+                                bar, record_plan)
             arrays["tokens"] = tracked
             if "next" in count:
                 arrays.update(_csr(second["next_rows"]))
@@ -220,7 +235,8 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], plan: dict,
     if "sample" in count:
         arrays["sample_indices"], arrays["sample"] = _sample(specs, counts, window, documents,
                                                              plan["attention_windows"], seed)
-    manifest = {key: plan[key] for key in ("sources", "window", "documents", "vocab_size", "tokenizer", "groups")}
+    final = full_plan()
+    manifest = {key: final[key] for key in ("sources", "window", "documents", "vocab_size", "tokenizer", "groups")}
     manifest.update(tokens=n_tokens, windows=total_windows, counted=list(count),
                     settings={"k": k, "tokens": "given" if given is not None else "chosen",
                               "prefix_labels": prefix_labels, "attention_windows": plan["attention_windows"],
@@ -327,6 +343,11 @@ def _describe(spec: SourceSpec) -> dict:
     return {**source.describe(), "files": files}
 
 
+def _with_sources(settings: dict, described: Future) -> dict:
+    """The plan of a count: its ``settings`` and its sources, described and hashed (waiting for the hashes)."""
+    return {"sources": described.result(), **settings}
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -340,9 +361,12 @@ def _write_plan(folder: Path, plan: dict) -> None:
 
 
 def _same_plan(folder: Path, plan: dict) -> None:
-    """A count is resumed only with the same sources (sizes and hashes) and settings."""
+    """A count is resumed only with the same sources (sizes and hashes) and settings; one killed before
+    it recorded its plan has recorded no unit either, and starts afresh."""
     file = folder / WORK / "plan.json"
     if not file.is_file():
+        if (folder / WORK).is_dir():
+            return
         raise InputError(f"{folder} is a complete statistics directory; use --force to count it again")
     recorded = json.loads(file.read_text())
     differ = [key for key in plan if key != "unit_tokens" and recorded.get(key) != plan[key]]
@@ -351,7 +375,8 @@ def _same_plan(folder: Path, plan: dict) -> None:
                          "use --force to replace it")
 
 
-def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar: Progress) -> dict:
+def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar: Progress,
+               before_record: Callable[[], None] = lambda: None) -> dict:
     """Count the units not yet done and sum every unit's arrays, each as soon as its file is written
     (while the workers count the others); integer sums do not depend on the order. An array is summed
     in its unit dtype where no entry can reach that dtype's limit (an entry counts some of the
@@ -373,6 +398,7 @@ def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar:
                 total[name] = a if np.iinfo(a.dtype).max >= positions else a.astype(np.int64)
 
     def done(unit: Unit) -> None:
+        before_record()
         atomic_write_text(work / f"{unit.name}.json", json.dumps({"unit": unit.__dict__}) + "\n")
         add(unit)
         bar.update((unit.stop - unit.first) * job.window)
