@@ -2,9 +2,9 @@
 
 :func:`count_corpus` is map-reduce over work units (:mod:`ctxstair.corpus.units`):
 
-1. the sources are opened; they are hashed in a thread while the first units count (a count is
-   IO- and compute-bound on other cores), and the plan (sources with their hashes, window, what is
-   counted, the settings) is written to ``OUT/.units/plan.json`` before any unit is recorded done;
+1. the sources are opened and, in a thread, hashed while the first units count (the hash takes
+   another core, not time before the count), and the plan (sources with their hashes, window, what
+   is counted, the settings) is written to ``OUT/.units/plan.json`` before any unit is recorded done;
 2. the ``unigram`` pass counts every unit; each unit's arrays are written to
    ``OUT/.units/<unit>.safetensors`` and then its completion record ``<unit>.json``, both atomically,
    so a count killed midway and started again with ``resume=True`` skips the finished units;
@@ -167,7 +167,8 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
                 "unit_tokens": _unit_tokens(unit_tokens, total_windows, window, workers)}
     with ordinary_pages(), Executor(workers, ray) as executor, ThreadPoolExecutor(1) as hashing:
         executor.start()  # the workers start and import while the sources are hashed, once per count
-        plan = functools.partial(_with_sources, settings, hashing.submit(lambda: [_describe(s) for s in specs]))
+        hashed = hashing.submit(lambda: [_describe(spec) for spec in specs])  # beside the first units' counting
+        plan = functools.partial(_with_sources, settings, hashed)
         output = claim_output(out, resume=resume, force=force, what="statistics directory",
                               start=lambda folder: (folder / WORK).mkdir(parents=True),
                               same=lambda folder: _same_plan(folder, plan()))
