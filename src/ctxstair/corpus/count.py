@@ -233,6 +233,7 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], settings: d
             if "prefix" in count:
                 arrays["prefix_labels"], arrays["prefix_counts"] = labels, second["prefix_counts"]
                 arrays["events"] = second["events"]
+    executor.release()  # the workers exit while the statistics are written
     if "sample" in count:
         arrays["sample_indices"], arrays["sample"] = _sample(specs, counts, window, documents,
                                                              plan["attention_windows"], seed)
