@@ -29,8 +29,8 @@ Done = Callable[[Unit], None]
 
 class Executor:
     """Counts units, in this process, on local worker processes or on Ray (module docstring); a
-    context manager, so that the worker processes start once for all the passes of a count (a
-    spawned worker takes about a third of a second to import numpy, numba and ctxstair) and stop at its end.
+    context manager, so that the worker processes start once for all the passes of a count (a spawned
+    worker takes about a third of a second to import numpy, numba and ctxstair) and stop at its end.
 
     Args:
         workers: local processes (1: this process); ray: a Ray address (``local``, ``auto`` or an
@@ -61,8 +61,8 @@ class Executor:
 
     def start(self) -> None:
         """Start the local worker processes now, without waiting for them (they import numpy, numba
-        and ctxstair, about a third of a second, while this process goes on: it hashes the sources meanwhile);
-        nothing for one worker or Ray."""
+        and ctxstair, about a third of a second, while this process goes on: it hashes the sources
+        meanwhile); nothing for one worker or Ray."""
         if self.ray is None and self.workers > 1 and self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_start_worker)
