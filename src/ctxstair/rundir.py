@@ -141,6 +141,7 @@ def check_snapshot_progress(run_dir: str | os.PathLike) -> None:
         def moved(a: str, b: str) -> bool:
             return any(lrs.get(s, 0.0) > 0 for s in range(names[a], names[b]))
     else:
+        _check_keys(run_dir, rows, ("epoch", "loss"))  # a damaged row is named, not a KeyError
         losses: dict[int, list[float]] = {}
         for row in rows:
             losses.setdefault(int(row["epoch"]), []).append(float(row["loss"]))
@@ -184,16 +185,22 @@ def read_metrics(run_dir: str | os.PathLike) -> dict[str, np.ndarray]:
     if not (Path(run_dir) / "metrics.jsonl").is_file():
         _read_text(run_dir, "metrics.jsonl")  # the missing-file message
     rows = read_metric_rows(run_dir)
-    for line, row in enumerate(rows, start=1):
-        missing = [key for key in ("member", "epoch", "loss", "acc") if key not in row]
-        if missing:
-            raise damaged(Path(run_dir) / "metrics.jsonl", f"row {line} has no {', '.join(missing)}")
+    _check_keys(run_dir, rows, ("member", "epoch", "loss", "acc"))
     return {
         "member": np.array([r["member"] for r in rows], dtype=np.int64),
         "epoch": np.array([r["epoch"] for r in rows], dtype=np.int64),
         "loss": np.array([r["loss"] for r in rows], dtype=np.float64),
         "acc": np.array([r["acc"] for r in rows], dtype=np.float64),
     }
+
+
+def _check_keys(run_dir: str | os.PathLike, rows: list[dict], keys: Sequence[str]) -> None:
+    """InputError naming ``metrics.jsonl`` and the row (:func:`damaged`) for the first of ``rows`` without
+    one of ``keys``."""
+    for line, row in enumerate(rows, start=1):
+        missing = [key for key in keys if key not in row]
+        if missing:
+            raise damaged(Path(run_dir) / "metrics.jsonl", f"row {line} has no {', '.join(missing)}")
 
 
 def write_alignment(run_dir: str | os.PathLike, rows: list[dict]) -> None:

@@ -89,6 +89,20 @@ def test_verify_names_every_file_changed_by_one_byte(outputs, kind, tmp_path, ca
             assert str(path) in said, said
 
 
+def test_verify_names_a_metrics_row_whose_key_was_changed(outputs, tmp_path, capsys):
+    """A changed byte can leave ``metrics.jsonl`` valid JSON with a key renamed (``"loss"`` → ``"lors"``,
+    which a byte in the middle of the file became on one machine): the stuck-writer check reads the
+    losses before the record is checked, and names the row instead of raising a KeyError."""
+    run = tmp_path / "run"
+    shutil.copytree(outputs["run"], run)
+    metrics = run / "metrics.jsonl"
+    text = metrics.read_text()
+    metrics.write_text(text.replace('"loss"', '"lors"', 1))
+    code, said = verify(run, capsys)
+    assert code == 2 and said.count("\n") == 1 and "Traceback" not in said, said
+    assert f"{metrics}: row 1 has no loss" in said, said
+
+
 def test_verify_names_a_removed_and_an_added_file(outputs, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(outputs["run"], run)
