@@ -23,7 +23,6 @@ counts, the prefix counts :func:`~ctxstair.signatures.prefix_counts`'.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -168,12 +167,11 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     with ordinary_pages(), Executor(workers, ray) as executor, ThreadPoolExecutor(1) as hashing:
         executor.start()  # the workers start and import while the sources are hashed, once per count
         hashed = hashing.submit(lambda: [_describe(spec) for spec in specs])  # beside the first units' counting
-        plan = functools.partial(_with_sources, settings, hashed)
         output = claim_output(out, resume=resume, force=force, what="statistics directory",
                               start=lambda folder: (folder / WORK).mkdir(parents=True),
-                              same=lambda folder: _same_plan(folder, plan()))
+                              same=lambda folder: _same_plan(folder, _with_sources(settings, hashed)))
         try:
-            _count(output.path, specs, counts, settings, plan, count, given, tokenizer, executor, progress)
+            _count(output.path, specs, counts, settings, hashed, count, given, tokenizer, executor, progress)
         except InputError:
             if not output.resumed:  # bad data found while counting: nothing half-written stays
                 shutil.rmtree(output.path, ignore_errors=True)
@@ -182,18 +180,18 @@ def count_corpus(sources, out: str | os.PathLike, *, tokenizer=None, vocab_size:
     return CorpusStats(output.final)
 
 
-def _count(folder: Path, specs: list[SourceSpec], counts: list[int], settings: dict, full_plan: Callable[[], dict],
+def _count(folder: Path, specs: list[SourceSpec], counts: list[int], settings: dict, hashed: Future,
            count: tuple[str, ...], given: np.ndarray | None, tokenizer, executor: Executor,
            progress: bool | None) -> None:
     """The passes of :func:`count_corpus` (module docstring) into the claimed ``folder``: ``settings`` are
-    this call's, ``full_plan()`` adds the sources with their hashes (waiting for them)."""
+    this call's, ``hashed`` the sources described and hashed in a thread (:func:`_with_sources`)."""
     work = folder / WORK
     recorded = work / "plan.json"
     plan = json.loads(recorded.read_text()) if recorded.is_file() else settings  # a resumed count keeps its units
 
     def record_plan() -> None:  # before the first unit is recorded done, so that a resume can check it
         if not recorded.is_file():
-            _write_plan(folder, full_plan())
+            _write_plan(folder, _with_sources(settings, hashed))
 
     window, documents, vocab_size = plan["window"], plan["documents"], plan["vocab_size"]
     k, prefix_labels, seed = plan["k"], plan["prefix_labels"], plan["seed"]
@@ -237,7 +235,7 @@ def _count(folder: Path, specs: list[SourceSpec], counts: list[int], settings: d
     if "sample" in count:
         arrays["sample_indices"], arrays["sample"] = _sample(specs, counts, window, documents,
                                                              plan["attention_windows"], seed)
-    final = full_plan()
+    final = _with_sources(settings, hashed)
     manifest = {key: final[key] for key in ("sources", "window", "documents", "vocab_size", "tokenizer", "groups")}
     manifest.update(tokens=n_tokens, windows=total_windows, counted=list(count),
                     settings={"k": k, "tokens": "given" if given is not None else "chosen",
@@ -396,7 +394,7 @@ def _sum_units(job: Job, units: list[Unit], work: Path, executor: Executor, bar:
             if name in total:
                 total[name] += a
             else:
-                # the loaded array is this sum's own
+                # the loaded array (or its int64 copy) is this sum's own
                 total[name] = a if np.iinfo(a.dtype).max >= positions else a.astype(np.int64)
 
     def done(unit: Unit) -> None:
